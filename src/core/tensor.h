@@ -1,0 +1,30 @@
+// TensorView: a non-owning, row-major view of dense data. Weights are views into memory-mapped
+// files or into buffers their loader owns; the view never frees anything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "src/core/dtype.h"
+
+namespace strata {
+
+struct TensorView {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;  // outermost first; a Linear weight is [out_features, in_features]
+  const void* data = nullptr;  // nullptr means "absent" (e.g. a model without biases)
+
+  bool present() const { return data != nullptr; }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    return n;
+  }
+  size_t bytes() const { return static_cast<size_t>(numel()) * DTypeBytes(dtype); }
+  int64_t dim(int i) const { return shape.at(static_cast<size_t>(i)); }
+  // "[49152, 576] F32", for messages.
+  std::string Describe() const;
+};
+
+}  // namespace strata

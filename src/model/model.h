@@ -1,0 +1,93 @@
+// Model: a loaded model — its config, its weights as tensor views, and what its file says about
+// its tokenizer and chat template. Loading memory-maps the files; F32/F16/BF16 tensors are views
+// into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/core/status.h"
+#include "src/core/tensor.h"
+#include "src/model/model_config.h"
+
+namespace strata {
+
+class MappedFile;
+
+// One transformer block. Absent tensors (TensorView::present() == false) are not used.
+// Linear weights are [out_features, in_features], exactly as Hugging Face stores them; GGUF
+// attention q/k weights are un-permuted at load so that both sources use the same RoPE layout
+// (rotate-half, as transformers' LlamaRotaryEmbedding).
+struct LayerWeights {
+  TensorView attn_norm, attn_norm_bias;  // [hidden]
+  TensorView wq, wk, wv, wo;             // [heads*head_dim, hidden], [kv*head_dim, hidden] x2, [hidden, heads*head_dim]
+  TensorView bq, bk, bv, bo;             // OPT only
+  TensorView mlp_norm, mlp_norm_bias;    // [hidden]
+  TensorView w_gate;                     // [intermediate, hidden], gated MLP only
+  TensorView w_up;                       // [intermediate, hidden] (OPT fc1)
+  TensorView w_down;                     // [hidden, intermediate] (OPT fc2)
+  TensorView b_up, b_down;               // OPT only
+};
+
+struct ModelWeights {
+  TensorView token_embedding;     // [vocab, hidden]
+  TensorView position_embedding;  // [max_positions + offset, hidden], OPT only
+  TensorView final_norm, final_norm_bias;
+  TensorView lm_head;             // [vocab, hidden]; the token embedding when tied
+  std::vector<LayerWeights> layers;
+};
+
+// The tokenizer as a GGUF file describes it (tokenizer.ggml.*), as plain data; empty `tokens`
+// means the model came without one (a Hugging Face directory carries tokenizer.json instead).
+struct GgufTokenizerData {
+  std::string model;                 // tokenizer.ggml.model, e.g. "gpt2", "llama"
+  std::string pre;                   // tokenizer.ggml.pre, e.g. "smollm", "llama-bpe"
+  std::vector<std::string> tokens;
+  std::vector<int32_t> token_types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
+  std::vector<std::string> merges;   // "a b"
+  int bos_token_id = -1;
+  int eos_token_id = -1;
+  int eot_token_id = -1;
+  int pad_token_id = -1;
+  bool add_bos = false;
+};
+
+class Model {
+ public:
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  // Directory holding tokenizer.json for Hugging Face models; empty for GGUF.
+  const std::string& tokenizer_json_path() const { return tokenizer_json_path_; }
+  const GgufTokenizerData& gguf_tokenizer() const { return gguf_tokenizer_; }
+  // The Jinja chat template, from tokenizer_config.json or GGUF metadata; empty when none.
+  const std::string& chat_template() const { return chat_template_; }
+  // Bytes of weight data the forward pass reads (all tensors, as stored in memory).
+  uint64_t weight_bytes() const;
+  const std::string& source() const { return source_; }
+
+ private:
+  friend class ModelBuilder;
+  Model() = default;
+  ModelConfig config_;
+  ModelWeights weights_;
+  std::string tokenizer_json_path_;
+  GgufTokenizerData gguf_tokenizer_;
+  std::string chat_template_;
+  std::string source_;
+  std::vector<std::unique_ptr<MappedFile>> files_;
+  std::vector<std::vector<float>> owned_;  // expanded quantized tensors
+};
+
+// Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or
+// model.safetensors.index.json + shards, tokenizer.json) or a GGUF v3 file. Every offset and size
+// in a header is bounds-checked; a missing path, truncated file, unknown dtype or missing tensor
+// returns a Status whose message names the file and what to do.
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+
+}  // namespace strata

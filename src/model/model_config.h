@@ -1,0 +1,59 @@
+// ModelConfig: everything the forward pass needs to know about an architecture, read from a
+// Hugging Face config.json or from GGUF metadata. The forward pass branches on these fields, never
+// on a model's name.
+#pragma once
+
+#include <string>
+
+#include "src/core/status.h"
+
+namespace strata {
+
+enum class Architecture { kOpt, kLlama };
+enum class NormKind { kLayerNorm, kRmsNorm };
+enum class Activation { kRelu, kGelu, kSilu };
+
+// RoPE frequency scaling (Hugging Face `rope_scaling`). kNone leaves the inverse frequencies as
+// theta^(-2i/d); kLinear divides them by `factor`; kLlama3 applies Llama 3.1's smooth wavelength
+// ramp with factor, low_freq_factor, high_freq_factor and original_max_position_embeddings.
+enum class RopeScalingKind { kNone, kLinear, kLlama3 };
+struct RopeScaling {
+  RopeScalingKind kind = RopeScalingKind::kNone;
+  float factor = 1.0f;
+  float low_freq_factor = 1.0f;
+  float high_freq_factor = 4.0f;
+  int original_max_position_embeddings = 8192;
+};
+
+struct ModelConfig {
+  Architecture arch = Architecture::kLlama;
+  int vocab_size = 0;
+  int hidden_size = 0;
+  int intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;  // == num_heads for multi-head attention (OPT)
+  int head_dim = 0;      // hidden_size / num_heads unless the config says otherwise
+  int max_position_embeddings = 0;  // the context length; prompt + generation must fit in it
+  NormKind norm = NormKind::kRmsNorm;
+  float norm_eps = 1e-5f;
+  Activation activation = Activation::kSilu;
+  bool gated_mlp = true;          // SwiGLU (gate, up, down) vs fc1/fc2
+  bool attention_bias = false;    // q/k/v/o projections carry biases (OPT)
+  bool mlp_bias = false;          // fc1/fc2 carry biases (OPT)
+  bool tie_word_embeddings = false;
+  bool use_rope = true;           // Llama: RoPE; OPT: learned absolute positions
+  int position_offset = 0;        // OPT's learned positions start at index 2
+  float rope_theta = 10000.0f;
+  RopeScaling rope_scaling;
+  int bos_token_id = -1;  // -1: none
+  int eos_token_id = -1;
+  int pad_token_id = -1;
+
+  // Checks that the sizes are positive and consistent (heads divide, head_dim * heads fits).
+  Status Validate() const;
+  // A one-line summary, e.g. "llama: 30 layers, hidden 576, heads 9/3, vocab 49152".
+  std::string Summary() const;
+};
+
+}  // namespace strata
