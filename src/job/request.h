@@ -1,7 +1,21 @@
 // Requests and completions of a batch job, and their JSONL forms. Parsing never throws: a line
 // that cannot run becomes a RequestError that names the problem, written back as an error line.
+//
+// Error codes (RequestError::code) produced by this module; they are stable, tests and users
+// match on them:
+//   invalid_json       the line is not JSON (including a raw NUL byte in it)
+//   invalid_utf8       the line holds bytes that are not UTF-8; custom_id is kept when readable
+//   not_an_object      the line is JSON but not an object
+//   invalid_custom_id  custom_id missing, not a string, empty, over kMaxCustomIdBytes or has NUL
+//   missing_prompt     no "prompt" field
+//   empty_prompt       "prompt" is ""
+//   invalid_max_tokens max_tokens not an integer in [1, kMaxTokensLimit]
+//   invalid_field      any other field has the wrong type or range; the message names the field
+//   line_too_long      the line exceeds the reader's limit (see LineTooLongError)
+// Other modules add their own (e.g. prompt_too_long, duplicate_custom_id).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -11,6 +25,10 @@
 #include "src/core/status.h"
 
 namespace strata {
+
+inline constexpr size_t kMaxCustomIdBytes = 512;
+inline constexpr int kMaxTokensLimit = 1 << 20;  // upper bound for max_tokens
+inline constexpr size_t kMaxStopStrings = 4;
 
 // Sampling fields use OpenAI / vLLM names and defaults.
 struct SamplingParams {
@@ -50,7 +68,19 @@ struct Completion {
 };
 
 // Parses one input line (without its newline). Returns the Request or the error for that line.
-// `line_number` is 1-based and is copied into either result.
+// `line_number` is 1-based and is copied into either result. Exactly one of the two is set.
+//
+// The plain line format is an object with "custom_id" (string) and "prompt" (string), and the
+// optional sampling fields of SamplingParams: "max_tokens" (integer), "temperature", "top_p"
+// (numbers), "top_k", "seed" (integers), "stop" (string or array of strings), "ignore_eos"
+// (bool). Decisions a user can see:
+//   - Unknown fields are ignored, so lines written for other runners still run.
+//   - An optional field set to null takes its default, as in the OpenAI API.
+//   - Integer fields take JSON integers only: 32.0 and 3.2e1 are rejected, not rounded.
+//   - A NUL character (\u0000) in custom_id, prompt or stop is rejected: no tokenizer expects it
+//     and it is nearly always a sign of broken input.
+//   - When the line is an object with a valid custom_id, the error carries that custom_id, also
+//     for invalid UTF-8 or a raw NUL elsewhere in the line.
 struct ParsedLine {
   std::optional<Request> request;
   std::optional<RequestError> error;
@@ -58,7 +88,13 @@ struct ParsedLine {
 ParsedLine ParseRequestLine(std::string_view line, uint64_t line_number);
 
 // One JSON object per line, without the trailing newline.
+// Completion: {"custom_id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}.
+// Error: {"custom_id" (null when empty), "line", "error": {"code", "message"}}.
+// Bytes of `text` or `message` that are not UTF-8 become U+FFFD, so the line is always valid JSON.
 std::string FormatCompletionLine(const Completion& c);
 std::string FormatErrorLine(const RequestError& e);
+
+// The error for a line that the reader skipped because it exceeded `max_line_bytes`.
+RequestError LineTooLongError(uint64_t line_number, size_t max_line_bytes);
 
 }  // namespace strata

@@ -23,12 +23,13 @@ class MappedFile;
 struct LayerWeights {
   TensorView attn_norm, attn_norm_bias;  // [hidden]
   TensorView wq, wk, wv, wo;             // [heads*head_dim, hidden], [kv*head_dim, hidden] x2, [hidden, heads*head_dim]
-  TensorView bq, bk, bv, bo;             // OPT only
+  TensorView bq, bk, bv, bo;             // OPT, and Llama with attention_bias
   TensorView mlp_norm, mlp_norm_bias;    // [hidden]
   TensorView w_gate;                     // [intermediate, hidden], gated MLP only
+  TensorView b_gate;                     // [intermediate], Llama with mlp_bias only
   TensorView w_up;                       // [intermediate, hidden] (OPT fc1)
   TensorView w_down;                     // [hidden, intermediate] (OPT fc2)
-  TensorView b_up, b_down;               // OPT only
+  TensorView b_up, b_down;               // OPT, and Llama with mlp_bias
 };
 
 struct ModelWeights {
@@ -62,7 +63,7 @@ class Model {
 
   const ModelConfig& config() const { return config_; }
   const ModelWeights& weights() const { return weights_; }
-  // Directory holding tokenizer.json for Hugging Face models; empty for GGUF.
+  // Full path of tokenizer.json for Hugging Face models that ship one; empty otherwise (GGUF).
   const std::string& tokenizer_json_path() const { return tokenizer_json_path_; }
   const GgufTokenizerData& gguf_tokenizer() const { return gguf_tokenizer_; }
   // The Jinja chat template, from tokenizer_config.json or GGUF metadata; empty when none.

@@ -16,8 +16,8 @@ namespace strata {
 
 // A GGUF vocabulary as plain data (tokenizer.ggml.* keys).
 struct GgufVocab {
-  std::string model;                 // must be "gpt2" (byte-level BPE)
-  std::string pre;                   // pre-tokenizer name: "smollm", "llama-bpe", "gpt-2", "default", ...
+  std::string model;  // must be "gpt2" (byte-level BPE)
+  std::string pre;    // pre-tokenizer name: "smollm", "llama-bpe", "gpt-2", "default", ...
   std::vector<std::string> tokens;
   std::vector<int32_t> token_types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
   std::vector<std::string> merges;   // "left right"
@@ -28,16 +28,57 @@ struct GgufVocab {
   bool add_bos = false;
 };
 
+// A GgufVocab from any record with the same field names, such as strata::GgufTokenizerData of
+// src/model/model.h (which this module may not include):
+//   Tokenizer::FromGgufVocab(ToGgufVocab(model.gguf_tokenizer()))
+template <typename GgufTokenizerRecord>
+GgufVocab ToGgufVocab(const GgufTokenizerRecord& record) {
+  GgufVocab vocab;
+  vocab.model = record.model;
+  vocab.pre = record.pre;
+  vocab.tokens = record.tokens;
+  vocab.token_types = record.token_types;
+  vocab.merges = record.merges;
+  vocab.bos_token_id = record.bos_token_id;
+  vocab.eos_token_id = record.eos_token_id;
+  vocab.eot_token_id = record.eot_token_id;
+  vocab.pad_token_id = record.pad_token_id;
+  vocab.add_bos = record.add_bos;
+  return vocab;
+}
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
 
   // Reads tokenizer.json (model type "BPE" with byte-level pre-tokenizer/decoder). Reads
-  // tokenizer_config.json from the same directory when present (bos/eos tokens, add_bos_token).
+  // tokenizer_config.json from the same directory when present (bos/eos tokens). Supported:
+  // normalizer null (NFC is accepted with a warning and not applied: text already in NFC, which is
+  // nearly all text, tokenizes identically); pre_tokenizer ByteLevel, Split (Regex or String
+  // pattern, any behaviour, invert), Digits, and Sequences of them, with a ByteLevel step
+  // somewhere; decoder ByteLevel; post_processor null, ByteLevel, TemplateProcessing or a Sequence
+  // of them. BOS as transformers 5: the special token the post_processor's "single" template puts
+  // before $A is prepended by default, and nothing otherwise (tokenizer_config.json's add_bos_token
+  // is ignored, as transformers drops it when tokenizer.json exists); bos_id() is that token, else
+  // tokenizer_config.json's bos_token; eos_id() is its eos_token. Anything else gives Unsupported;
+  // a malformed file gives Corrupt; a missing one NotFound.
   static Result<std::unique_ptr<Tokenizer>> FromJsonFile(const std::string& path);
+  // Builds the tokenizer llama.cpp would from a GGUF vocabulary. `model` must be "gpt2".
+  // Pre-tokenizer by `pre`: "default"/"gpt-2" GPT-2's regex; "llama-bpe"/"llama3"/"llama-v3" and
+  // llama.cpp's other LLAMA3 names: Llama 3's regex with ignore_merges; "smollm" and llama.cpp's
+  // other users of the same split ("starcoder", "refact", "command-r", "codeshell", "exaone",
+  // "minerva"): each digit alone, then GPT-2's regex; anything else GPT-2's regex with a warning.
+  // BOS/EOS ids and add_bos are taken as given (llama.cpp defaults add_bos to true for the LLAMA3
+  // names when the file has no tokenizer.ggml.add_bos_token; the reader must apply that). Control
+  // (3) and user-defined (4) tokens are matched literally in the text; control tokens are special.
   static Result<std::unique_ptr<Tokenizer>> FromGgufVocab(const GgufVocab& vocab);
 
-  // Token ids for `text`; prepends BOS when `add_bos` and the tokenizer defines one.
+  // Token ids for `text`; prepends BOS when `add_bos` and the tokenizer defines one. Any bytes are
+  // accepted: invalid UTF-8 never matches a pre-tokenizer pattern and is encoded byte by byte. A
+  // byte the vocabulary has no token for is dropped, as tokenizers and llama.cpp do (SmolLM2 lacks
+  // C0, C1, F1, F2, F5-FF and a few control bytes). So Decode(Encode(x)) == x unless x holds such
+  // a byte or the tokenizer is lossy by design (a prefix space, a removing split, an lstrip/rstrip
+  // added token).
   virtual std::vector<int32_t> Encode(std::string_view text, bool add_bos) const = 0;
   // The raw bytes a token stands for (after undoing the byte-level mapping). Special tokens give
   // their literal text. REQUIRES: 0 <= id < vocab_size().
@@ -61,7 +102,9 @@ class StreamingDetokenizer {
  public:
   StreamingDetokenizer(const Tokenizer& tokenizer, bool skip_special)
       : tokenizer_(tokenizer), skip_special_(skip_special) {}
-  // Returns the text that became complete with `id` (possibly empty).
+  // Returns the text that became complete with `id` (possibly empty). Bytes that can never form
+  // a character come out as U+FFFD at once; ids outside the vocabulary, and special tokens when
+  // `skip_special`, add nothing.
   std::string Push(int32_t id);
   // Returns what is still held; invalid trailing bytes become U+FFFD.
   std::string Finish();

@@ -1,0 +1,155 @@
+// Throughput of the CPU decode attention on the 4-bit KV cache (kernels/cpu/attention_q4.h), in
+// GB/s of compressed cache read (codes + params of K and V for every attended token), per core and
+// with all cores, next to the machine's memory read bandwidth measured in the same run.
+//
+//   attention_q4_bench [--min-mib N] [--reps N] [--threads N]
+//
+// Each configuration holds at least --min-mib MiB of compressed cache (default 512, far above the
+// last-level cache) spread over sequences x KV heads, so the numbers are DRAM-bound, not L3-bound.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "bench/cpu/memory_bandwidth.h"
+#include "kernels/cpu/attention_q4.h"
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/threads.h"
+#include "kernels/kv_q4_format.h"
+
+namespace strata::bench {
+namespace {
+
+namespace k = kernels::cpu;
+
+constexpr int kKvHeads = 4;
+
+std::string CpuName() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown";
+}
+
+// One layer's compressed K and V for `batch` sequences of `context` tokens, random contents.
+struct Cache {
+  int batch, head_dim, context;
+  std::vector<uint8_t> k_codes, v_codes;
+  std::vector<uint16_t> k_params, v_params;
+
+  Cache(int b, int d, int ctx) : batch(b), head_dim(d), context(ctx) {
+    const size_t rows = static_cast<size_t>(b) * kKvHeads * ctx;
+    k_codes.resize(rows * kernels::Q4CodeBytes(d));
+    v_codes.resize(k_codes.size());
+    k_params.resize(rows * kernels::Q4ParamHalves(d));
+    v_params.resize(k_params.size());
+    uint64_t state = 0x9E3779B97F4A7C15ull;
+    auto next = [&state] {
+      state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+      return state;
+    };
+    for (auto* codes : {&k_codes, &v_codes}) {
+      for (uint8_t& c : *codes) c = static_cast<uint8_t>(next());
+    }
+    for (auto* params : {&k_params, &v_params}) {
+      for (size_t i = 0; i < params->size(); i += 2) {
+        (*params)[i] = k::FloatToHalfBits(0.02f + 0.06f * (next() % 1000) / 1000.0f);
+        (*params)[i + 1] = k::FloatToHalfBits(-0.5f + 0.3f * (next() % 1000) / 1000.0f);
+      }
+    }
+  }
+  double bytes() const {
+    return static_cast<double>(k_codes.size() + v_codes.size()) +
+           2.0 * (k_params.size() + v_params.size());
+  }
+};
+
+// Best-of-`reps` GB/s of one decode step over the whole cache.
+double RunGbps(const Cache& c, int group, k::Q4Isa isa, int threads, int reps) {
+  k::SetCpuThreads(threads);
+  k::DecodeAttentionQ4Shape s;
+  s.batch = c.batch;
+  s.num_kv_heads = kKvHeads;
+  s.num_heads = kKvHeads * group;
+  s.head_dim = c.head_dim;
+  s.max_len = c.context;
+  s.cache_len = c.context;
+  s.scale = 0.125f;
+  std::vector<float> q(static_cast<size_t>(c.batch) * s.num_heads * c.head_dim, 0.3f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+  std::vector<float> out(q.size());
+  std::vector<int> start(static_cast<size_t>(c.batch), 0);
+  double best = 0;
+  for (int r = 0; r <= reps; ++r) {  // the first pass warms up threads and pages
+    const auto t0 = std::chrono::steady_clock::now();
+    k::DecodeAttentionQ4(s, q.data(), {c.k_codes.data(), c.k_params.data()},
+                         {c.v_codes.data(), c.v_params.data()}, start.data(), out.data(), isa);
+    const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (r > 0) best = std::max(best, c.bytes() / sec / 1e9);
+  }
+  return best;
+}
+
+int Arg(int argc, char** argv, const char* name, int fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], name) == 0) return std::atoi(argv[i + 1]);
+  }
+  return fallback;
+}
+
+int Main(int argc, char** argv) {
+  const long min_bytes = static_cast<long>(Arg(argc, argv, "--min-mib", 512)) << 20;
+  const int reps = Arg(argc, argv, "--reps", 5);
+  const int all = Arg(argc, argv, "--threads", omp_get_max_threads());
+  const k::Q4Isa best_isa = k::ResolveQ4Isa(k::Q4Isa::kAuto, 64);
+
+  const double bw1 = MeasureReadBandwidthGbps(1l << 30, 1, reps);
+  const double bw_all = MeasureReadBandwidthGbps(1l << 30, all, reps);
+  std::printf("cpu: %s, %d threads; attention path: %s\n", CpuName().c_str(), all,
+              k::Q4IsaName(best_isa));
+  std::printf("memory read bandwidth: 1 thread %.1f GB/s, %d threads %.1f GB/s\n\n", bw1, all,
+              bw_all);
+
+  std::printf("%-8s %-5s %-8s %-6s %-9s | %-13s | %-14s %-10s\n", "head_dim", "gqa", "context",
+              "seqs", "cache MiB", "1 thread GB/s", "all cores GB/s", "% mem BW");
+  for (int head_dim : {64, 128}) {
+    for (int context : {512, 2048, 8192, 32768}) {
+      const double row =
+          context * 2.0 * (kernels::Q4CodeBytes(head_dim) + 2 * kernels::Q4ParamHalves(head_dim));
+      const int batch = std::max(1, static_cast<int>(min_bytes / (row * kKvHeads) + 1));
+      const Cache cache(batch, head_dim, context);
+      for (int group : {1, 4, 8}) {
+        if (head_dim == 128 && group != 1) continue;
+        const double one = RunGbps(cache, group, best_isa, 1, reps);
+        const double many = RunGbps(cache, group, best_isa, all, reps);
+        std::printf("%-8d %-5d %-8d %-6d %-9.0f | %-13.1f | %-14.1f %-10.0f\n", head_dim, group,
+                    context, batch, cache.bytes() / (1 << 20), one, many, 100 * many / bw_all);
+      }
+    }
+  }
+
+  std::printf("\nper path, head_dim 64, context 2048, 1 thread GB/s:\n");
+  const Cache cache(std::max(1, static_cast<int>(min_bytes / (2048 * 72.0 * kKvHeads) + 1)), 64,
+                    2048);
+  for (k::Q4Isa isa : {k::Q4Isa::kScalar, k::Q4Isa::kAvx2, k::Q4Isa::kAvx512}) {
+    if (!k::Q4IsaAvailable(isa)) continue;
+    std::printf("  %-7s", k::Q4IsaName(isa));
+    for (int group : {1, 4, 8})
+      std::printf("  gqa %d: %5.1f", group, RunGbps(cache, group, isa, 1, reps));
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata::bench
+
+int main(int argc, char** argv) { return strata::bench::Main(argc, argv); }

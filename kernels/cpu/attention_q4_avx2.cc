@@ -1,0 +1,246 @@
+// The AVX2 + FMA path of DecodeAttentionQ4 (see attention_q4.h): the AVX-512 path's algorithm on
+// 8-wide vectors, with tiles of 8 tokens. Compiled for AVX2 by function attributes only;
+// attention_q4.cc dispatches here after checking the CPU at run time.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "kernels/cpu/attention_q4_paths.h"
+
+#define STRATA_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define STRATA_AVX2_INLINE STRATA_AVX2 __attribute__((always_inline)) inline
+
+namespace strata::kernels::cpu::q4 {
+namespace {
+
+constexpr int kTile8 = 8;  // tokens per tile here (<= kTile, so the scratch fits)
+
+// e^x for x <= 0 (Cephes expf: about 1 ulp), flushing below e^-87 towards zero.
+STRATA_AVX2_INLINE __m256 Exp(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  const __m256 y = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+  // 2^n built in the exponent field; n >= -126 after the clamp above.
+  const __m256i e =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
+
+STRATA_AVX2_INLINE float Sum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+
+// Lane t of the result = sum of the 8 lanes of v[t].
+STRATA_AVX2_INLINE __m256 Reduce8(const __m256* v) {
+  __m256 t[4], u[2];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm256_add_ps(_mm256_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm256_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  for (int i = 0; i < 2; ++i) {
+    const __m256d a = _mm256_castps_pd(t[2 * i]);
+    const __m256d b = _mm256_castps_pd(t[2 * i + 1]);
+    u[i] = _mm256_add_ps(_mm256_castpd_ps(_mm256_unpacklo_pd(a, b)),
+                         _mm256_castpd_ps(_mm256_unpackhi_pd(a, b)));
+  }
+  return _mm256_add_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                       _mm256_permute2f128_ps(u[0], u[1], 0x31));
+}
+
+// The 64 codes of one group as floats in element order: byte j holds elements j and j + 32.
+struct Codes64 {
+  __m256 n[8];
+};
+
+STRATA_AVX2_INLINE Codes64 Unpack64(const uint8_t* c) {
+  const __m256i low = _mm256_set1_epi32(0xF);
+  Codes64 r;
+  for (int j = 0; j < 4; ++j) {
+    const __m256i b =
+        _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + 8 * j)));
+    r.n[j] = _mm256_cvtepi32_ps(_mm256_and_si256(b, low));
+    r.n[j + 4] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));
+  }
+  return r;
+}
+
+// out[g][0][t] = scale and out[g][1][t] = minimum of group g for the tile's tokens (0 past n).
+STRATA_AVX2 void UnpackParams(const uint16_t* params, int n, int groups, float* out) {
+  for (int g = 0; g < groups; ++g) {
+    alignas(16) uint16_t scale[kTile8] = {}, minimum[kTile8] = {};
+    for (int t = 0; t < n; ++t) {
+      scale[t] = params[2 * (t * groups + g)];
+      minimum[t] = params[2 * (t * groups + g) + 1];
+    }
+    _mm256_storeu_ps(out + 2 * g * kTile8,
+                     _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(scale))));
+    _mm256_storeu_ps(out + (2 * g + 1) * kTile8,
+                     _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(minimum))));
+  }
+}
+
+// part[h][g][t] = the 8 lane-wise partial products q_h·n of token t, group g: each key row is
+// unpacked once for all the query heads. Rows n.. of the tile are zeroed.
+STRATA_AVX2 void TileDots(const Work& w, const uint8_t* codes, int n, __m256* part) {
+  const int d = w.head_dim, groups = d / 64;
+  for (int t = 0; t < kTile8; ++t) {
+    for (int g = 0; g < groups; ++g) {
+      if (t >= n) {
+        for (int h = 0; h < w.heads; ++h) part[(h * groups + g) * kTile8 + t] = _mm256_setzero_ps();
+        continue;
+      }
+      const Codes64 k = Unpack64(codes + static_cast<long>(t) * (d / 2) + 32 * g);
+      for (int h = 0; h < w.heads; ++h) {
+        const float* q = w.q + h * d + 64 * g;
+        __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(q), k.n[0]);
+        __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(q + 8), k.n[1]);
+        for (int i = 2; i < 8; i += 2) {
+          a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i), k.n[i], a0);
+          a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + 8 * i + 8), k.n[i + 1], a1);
+        }
+        part[(h * groups + g) * kTile8 + t] = _mm256_add_ps(a0, a1);
+      }
+    }
+  }
+}
+
+// For H query heads: o_h[32 elements of group g, from `half` * 32] += sum over the tile's n
+// tokens of wt_h[t] * n_t (each row unpacked once for the H heads). Half a group at a time, so
+// that the accumulators and codes fit in the 16 registers.
+template <int H>
+STRATA_AVX2 void TileValues(const uint8_t* codes, int half, int n, int d, const float* wt,
+                            int wt_stride, float* o) {
+  const __m256i low = _mm256_set1_epi32(0xF);
+  const __m128i shift = _mm_cvtsi32_si128(4 * half);
+  __m256 a[H][4];
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < 4; ++i) a[h][i] = _mm256_setzero_ps();
+  }
+  for (int t = 0; t < n; ++t) {
+    const uint8_t* c = codes + static_cast<long>(t) * (d / 2);
+    __m256 v[4];
+    for (int j = 0; j < 4; ++j) {  // byte j of a group holds elements j and j + 32
+      const __m256i b =
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(c + 8 * j)));
+      v[j] = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(b, shift), low));
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m256 weight = _mm256_set1_ps(wt[h * wt_stride + t]);
+      for (int i = 0; i < 4; ++i) a[h][i] = _mm256_fmadd_ps(weight, v[i], a[h][i]);
+    }
+  }
+  for (int h = 0; h < H; ++h) {
+    for (int i = 0; i < 4; ++i) {
+      float* dst = o + h * d + 32 * half + 8 * i;
+      _mm256_storeu_ps(dst, _mm256_add_ps(_mm256_loadu_ps(dst), a[h][i]));
+    }
+  }
+}
+
+}  // namespace
+
+// Three passes over the work item, as in the AVX-512 path: scores from the key codes, softmax,
+// then the value codes weighted by the probabilities.
+STRATA_AVX2 void AttendAvx2(const Work& w) {
+  const int d = w.head_dim, groups = d / 64, heads = w.heads;
+  const Layout l = ScratchLayout(heads, d, w.len);
+  auto* part = reinterpret_cast<__m256*>(w.scratch + l.part);  // [heads, groups, kTile8] vectors
+  float* kparams = w.scratch + l.kparams;                      // [groups, 2, kTile8]
+  float* vparams = w.scratch + l.vparams;
+  float* wt = w.scratch + l.weights;     // [groups, heads, kTile8]: prob * value scale
+  float* scores = w.scratch + l.scores;  // [heads, l.stride], then probabilities
+  // Per head, 2 + groups vectors (one per 64-byte line): max, then sum, and the minimum's share.
+  auto sums = [&](int h, int i) -> __m256& {
+    return *reinterpret_cast<__m256*>(w.scratch + l.sums + (h * (2 + groups) + i) * 16);
+  };
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  auto valid = [&](int t0) STRATA_AVX2 {
+    return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(w.len - t0), lane));
+  };
+
+  for (int h = 0; h < heads; ++h) sums(h, 0) = _mm256_set1_ps(-INFINITY);
+  for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // scores = scale * (q·n) + minimum * Σq per group
+    const int n = std::min(kTile8, w.len - t0);
+    UnpackParams(w.k_params + static_cast<long>(t0) * 2 * groups, n, groups, kparams);
+    TileDots(w, w.k_codes + static_cast<long>(t0) * (d / 2), n, part);
+    for (int h = 0; h < heads; ++h) {
+      __m256 score = _mm256_setzero_ps();
+      for (int g = 0; g < groups; ++g) {
+        score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + 2 * g * kTile8),
+                                Reduce8(part + (h * groups + g) * kTile8), score);
+        score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + (2 * g + 1) * kTile8),
+                                _mm256_set1_ps(w.qsum[h * groups + g]), score);
+      }
+      _mm256_store_ps(scores + h * l.stride + t0, score);
+      sums(h, 0) = _mm256_max_ps(sums(h, 0), _mm256_blendv_ps(sums(h, 0), score, valid(t0)));
+    }
+  }
+  for (int h = 0; h < heads; ++h) {  // probabilities, unnormalised; zero past the last token
+    const __m256 m8 = sums(h, 0);
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    const __m256 max = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))));
+    __m256 sum = _mm256_setzero_ps();
+    for (int t0 = 0; t0 < w.len; t0 += kTile8) {
+      float* s = scores + h * l.stride + t0;
+      const __m256 p = _mm256_and_ps(valid(t0), Exp(_mm256_sub_ps(_mm256_load_ps(s), max)));
+      _mm256_store_ps(s, p);
+      sum = _mm256_add_ps(sum, p);
+    }
+    sums(h, 1) = sum;
+    for (int g = 0; g < groups; ++g) sums(h, 2 + g) = _mm256_setzero_ps();
+  }
+  std::memset(w.out, 0, sizeof(float) * heads * d);
+  for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // out += p * (scale * n + minimum) per group
+    const int n = std::min(kTile8, w.len - t0);
+    UnpackParams(w.v_params + static_cast<long>(t0) * 2 * groups, n, groups, vparams);
+    for (int h = 0; h < heads; ++h) {
+      const __m256 p = _mm256_load_ps(scores + h * l.stride + t0);
+      for (int g = 0; g < groups; ++g) {
+        _mm256_storeu_ps(wt + (g * heads + h) * kTile8,
+                         _mm256_mul_ps(p, _mm256_loadu_ps(vparams + 2 * g * kTile8)));
+        sums(h, 2 + g) =
+            _mm256_fmadd_ps(p, _mm256_loadu_ps(vparams + (2 * g + 1) * kTile8), sums(h, 2 + g));
+      }
+    }
+    const uint8_t* codes = w.v_codes + static_cast<long>(t0) * (d / 2);
+    for (int g = 0; g < groups; ++g) {
+      for (int h = 0; h < heads; h += 2) {
+        const float* wg = wt + (g * heads + h) * kTile8;
+        float* o = w.out + h * d + 64 * g;
+        for (int half = 0; half < 2; ++half) {
+          if (heads - h == 1) {
+            TileValues<1>(codes + 32 * g, half, n, d, wg, kTile8, o);
+          } else {
+            TileValues<2>(codes + 32 * g, half, n, d, wg, kTile8, o);
+          }
+        }
+      }
+    }
+  }
+  for (int h = 0; h < heads; ++h) {
+    const __m256 inv = _mm256_set1_ps(1.0f / Sum(sums(h, 1)));
+    for (int g = 0; g < groups; ++g) {
+      const __m256 m = _mm256_set1_ps(Sum(sums(h, 2 + g)));
+      float* o = w.out + h * d + 64 * g;
+      for (int i = 0; i < 64; i += 8) {
+        _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(o + i), m), inv));
+      }
+    }
+  }
+}
+
+}  // namespace strata::kernels::cpu::q4

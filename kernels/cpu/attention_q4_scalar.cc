@@ -1,0 +1,70 @@
+// The portable path of DecodeAttentionQ4 (see attention_q4.h): any head size the format allows,
+// a two-pass softmax, one token at a time, and the same algebra as the SIMD paths.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/attention_q4_paths.h"
+#include "kernels/cpu/half.h"
+#include "kernels/kv_q4_format.h"
+
+namespace strata::kernels::cpu::q4 {
+
+void AttendScalar(const Work& w) {
+  const int d = w.head_dim;
+  const int g = Q4Group(d);
+  const int groups = d / g;
+  const int half = g / 2;
+  std::vector<float> scores(static_cast<size_t>(w.heads) * w.len);
+  for (int t = 0; t < w.len; ++t) {
+    const uint8_t* c = w.k_codes + static_cast<long>(t) * Q4CodeBytes(d);
+    const uint16_t* p = w.k_params + static_cast<long>(t) * Q4ParamHalves(d);
+    for (int h = 0; h < w.heads; ++h) {
+      const float* q = w.q + h * d;
+      float score = 0.0f;
+      for (int gi = 0; gi < groups; ++gi) {
+        float dot = 0.0f;
+        for (int j = 0; j < half; ++j) {
+          const uint8_t byte = c[gi * half + j];
+          dot += q[gi * g + j] * static_cast<float>(byte & 0xF) +
+                 q[gi * g + j + half] * static_cast<float>(byte >> 4);
+        }
+        score += HalfBitsToFloat(p[2 * gi]) * dot +
+                 HalfBitsToFloat(p[2 * gi + 1]) * w.qsum[h * groups + gi];
+      }
+      scores[static_cast<size_t>(h) * w.len + t] = score;
+    }
+  }
+  for (int h = 0; h < w.heads; ++h) {
+    float* s = scores.data() + static_cast<size_t>(h) * w.len;
+    const float max_score = *std::max_element(s, s + w.len);
+    float sum = 0.0f;
+    for (int t = 0; t < w.len; ++t) {
+      s[t] = std::exp(s[t] - max_score);
+      sum += s[t];
+    }
+    const float inv = 1.0f / sum;
+    for (int t = 0; t < w.len; ++t) s[t] *= inv;
+  }
+  std::memset(w.out, 0, sizeof(float) * w.heads * d);
+  for (int t = 0; t < w.len; ++t) {
+    const uint8_t* c = w.v_codes + static_cast<long>(t) * Q4CodeBytes(d);
+    const uint16_t* p = w.v_params + static_cast<long>(t) * Q4ParamHalves(d);
+    for (int h = 0; h < w.heads; ++h) {
+      const float prob = scores[static_cast<size_t>(h) * w.len + t];
+      float* o = w.out + h * d;
+      for (int gi = 0; gi < groups; ++gi) {
+        const float ws = prob * HalfBitsToFloat(p[2 * gi]);
+        const float wm = prob * HalfBitsToFloat(p[2 * gi + 1]);
+        for (int j = 0; j < half; ++j) {
+          const uint8_t byte = c[gi * half + j];
+          o[gi * g + j] += ws * static_cast<float>(byte & 0xF) + wm;
+          o[gi * g + j + half] += ws * static_cast<float>(byte >> 4) + wm;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace strata::kernels::cpu::q4

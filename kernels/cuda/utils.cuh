@@ -1,0 +1,134 @@
+// Small device helpers shared by the kernels of kernels/cuda: warp reductions, fp16 bit
+// reinterpretation, the 4-bit unpack trick, the tensor-core MMA, and the DISPATCH macros that turn
+// run-time sizes into compile-time constants over closed sets.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/params.h"
+
+namespace strata::kernels::cuda {
+
+// ---- dispatch ----
+
+// Runs the body with kHeadDim a constant for each supported head size; any other size makes the
+// enclosing launcher return cudaErrorInvalidValue.
+#define STRATA_DISPATCH_DECODE_HEAD_DIM(head_dim, kHeadDim, ...) \
+  switch (head_dim) {                                           \
+    case 64: {                                                  \
+      constexpr int kHeadDim = 64;                              \
+      __VA_ARGS__                                               \
+      break;                                                    \
+    }                                                           \
+    case 128: {                                                 \
+      constexpr int kHeadDim = 128;                             \
+      __VA_ARGS__                                               \
+      break;                                                    \
+    }                                                           \
+    default:                                                    \
+      return cudaErrorInvalidValue;                             \
+  }
+
+// Runs the body with kMaxHeadDim the smallest of 64, 128, 256 that holds head_dim.
+#define STRATA_DISPATCH_MAX_HEAD_DIM(head_dim, kMaxHeadDim, ...) \
+  if ((head_dim) <= 64) {                                       \
+    constexpr int kMaxHeadDim = 64;                             \
+    __VA_ARGS__                                                 \
+  } else if ((head_dim) <= 128) {                               \
+    constexpr int kMaxHeadDim = 128;                            \
+    __VA_ARGS__                                                 \
+  } else if ((head_dim) <= 256) {                               \
+    constexpr int kMaxHeadDim = 256;                            \
+    __VA_ARGS__                                                 \
+  } else {                                                      \
+    return cudaErrorInvalidValue;                               \
+  }
+
+// ---- device helpers ----
+
+constexpr unsigned kFullMask = 0xffffffffu;
+
+// One element of a table of type t at index i, widened to float (exact for all three types).
+__device__ __forceinline__ float LoadAsFloat(const void* table, ElemType t, int64_t i) {
+  if (t == ElemType::kF32) return static_cast<const float*>(table)[i];
+  const uint16_t bits = static_cast<const uint16_t*>(table)[i];
+  if (t == ElemType::kF16) return __half2float(__ushort_as_half(bits));
+  return __uint_as_float(static_cast<uint32_t>(bits) << 16);
+}
+
+__device__ __forceinline__ float WarpMax(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+__device__ __forceinline__ float WarpSum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+
+__device__ __forceinline__ uint32_t HalfBits2(__half2 h) {
+  return *reinterpret_cast<const uint32_t*>(&h);
+}
+
+__device__ __forceinline__ __half2 Half2FromBits(uint32_t u) {
+  return *reinterpret_cast<const __half2*>(&u);
+}
+
+// Packs two floats into an fp16 pair (lo in the low 16 bits), round to nearest even.
+__device__ __forceinline__ uint32_t PackHalf2(float lo, float hi) {
+  return HalfBits2(__floats2half2_rn(lo, hi));
+}
+
+// The nibbles at bits [shift, shift + 4) and [shift + 16, shift + 20) of w as the fp16 pair
+// {1024 + n_lo, 1024 + n_hi}: OR-ing a nibble into the mantissa of 1024.0 (0x6400) makes the
+// number 1024 + n exactly, with no integer-to-float conversion.
+template <int kShift>
+__device__ __forceinline__ uint32_t NibblesPlus1024(uint32_t w) {
+  return ((w >> kShift) & 0x000F000Fu) | 0x64006400u;
+}
+
+// {n_lo, n_hi} as exact fp16 values.
+template <int kShift>
+__device__ __forceinline__ __half2 Nibbles(uint32_t w) {
+  return __hsub2(Half2FromBits(NibblesPlus1024<kShift>(w)), __half2half2(__ushort_as_half(0x6400)));
+}
+
+// d += a * b on the tensor cores: a 16x16 fp16 A (row-major fragment a[4]), a 16x8 fp16 B
+// (column-major fragment b[2]), an fp32 16x8 accumulator d[4]; fragment layouts as in the PTX
+// ISA for mma.m16n8k16 (lane = 4 * group + thread_in_group):
+//   a[0] = A[group][2t, 2t+1]      a[1] = A[group+8][2t, 2t+1]
+//   a[2] = A[group][2t+8, 2t+9]    a[3] = A[group+8][2t+8, 2t+9]
+//   b[0] = B[2t, 2t+1][group]      b[1] = B[2t+8, 2t+9][group]
+//   d[0..1] = D[group][2t, 2t+1]   d[2..3] = D[group+8][2t, 2t+1]
+// sm_75 has only the k8 shape; two of those make one k16.
+__device__ __forceinline__ void MmaF16(float (&d)[4], const uint32_t (&a)[4],
+                                       const uint32_t (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 750
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5}, {%6}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  __trap();  // no tensor-core MMA below sm_75
+#endif
+}
+
+// Grid size for a grid-stride loop over n elements with `threads` per block.
+inline unsigned GridFor(int64_t n, int threads) {
+  const int64_t blocks = (n + threads - 1) / threads;
+  return static_cast<unsigned>(blocks < 65535 * 8 ? (blocks < 1 ? 1 : blocks) : 65535 * 8);
+}
+
+}  // namespace strata::kernels::cuda

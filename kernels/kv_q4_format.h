@@ -1,0 +1,29 @@
+// The 4-bit KV cache format, shared by the CPU and CUDA kernels (FlexGen's scheme as baseline).
+//
+// Quantization is asymmetric and group-wise along head_dim: one group is G = Q4Group(head_dim)
+// = min(64, head_dim) consecutive elements of one token's key (or value) vector for one KV head. Per group:
+//   lo = min(x), hi = max(x)
+//   scale = fp16((hi - lo) / 15), minimum = fp16(lo)        (both rounded to fp16 first)
+//   q[i] = clamp(round((x[i] - float(minimum)) / float(scale)), 0, 15), or 0 when scale == 0
+//   x'[i] = q[i] * float(scale) + float(minimum)             (what every reader computes)
+// so the dequantization the reader performs is exactly the one the writer assumed.
+//
+// Storage is two planes, so that codes stream contiguously and stay 16-byte aligned:
+//   codes  [batch, kv_heads, max_len, head_dim / 2] bytes; in group g, byte j (0..G/2-1) holds
+//          element g*G + j in its low nibble and element g*G + G/2 + j in its high nibble, so
+//          for G = 64 one 32-byte load gives 32 consecutive elements from the low nibbles and
+//          the next 32 from the high nibbles.
+//   params [batch, kv_heads, max_len, head_dim / G, 2] fp16: {scale, minimum} per group.
+// REQUIRES: head_dim is even and, when above 64, a multiple of 64.
+#pragma once
+
+namespace strata::kernels {
+
+inline constexpr int kQ4MaxGroup = 64;
+
+constexpr int Q4Group(int head_dim) { return head_dim < kQ4MaxGroup ? head_dim : kQ4MaxGroup; }
+// Bytes of codes, and fp16 values of params, for one token of one KV head.
+constexpr int Q4CodeBytes(int head_dim) { return head_dim / 2; }
+constexpr int Q4ParamHalves(int head_dim) { return head_dim / Q4Group(head_dim) * 2; }
+
+}  // namespace strata::kernels

@@ -1,0 +1,194 @@
+#include "policy/cost_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "policy/memory_accounting.h"
+#include "policy/weight_layout.h"
+
+namespace strata {
+namespace {
+
+constexpr double kGiga = 1e9;
+constexpr double kTera = 1e12;
+
+// Per-token byte sizes and per-layer weight sizes the forms are built from.
+struct Sizes {
+  double layers, gbs, nb, block, prompt, decode_context;
+  double heads, head_dim;
+  double layer_params, layer_stored, layer_read;     // transformer layer
+  double output_params, output_stored, output_read;  // output projection (+ final norm)
+  double kv_token, kv_token_fp16, act_token, head_vector;
+  double layer_fp16, output_fp16;  // fp16-equivalent bytes of the matrices (4-bit expansion)
+};
+
+Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
+  const std::vector<WeightLayer> layers = BuildWeightLayers(m);
+  const int dtype = m.weight_dtype_bytes;
+  Sizes s{};
+  s.layers = m.num_layers;
+  s.gbs = p.gpu_batch_size;
+  s.nb = p.num_gpu_batches;
+  s.block = s.gbs * s.nb;
+  s.prompt = w.prompt_len;
+  s.decode_context = w.prompt_len + w.gen_len / 2.0;
+  s.heads = m.num_heads;
+  s.head_dim = m.head_dim;
+  s.layer_params = MatrixElements(layers[1]);
+  s.layer_stored = StoredLayerBytes(layers[1], p.compress_weight, dtype);
+  s.layer_read = s.layer_params * dtype;
+  s.output_params = double(m.vocab_size) * m.hidden_size;
+  s.output_stored = StoredLayerBytes(layers[2], p.compress_weight, dtype);
+  if (m.tie_word_embeddings) {
+    s.output_stored += m.vocab_size * StoredRowBytes(layers[0].tensors[0], p.compress_weight, dtype);
+  }
+  s.output_read = s.output_params * dtype;
+  s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
+  s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
+  s.layer_fp16 = s.layer_params * 2;
+  s.output_fp16 = s.output_params * 2;
+  s.act_token = double(m.hidden_size) * m.activation_dtype_bytes;
+  s.head_vector = s.heads * s.head_dim * m.activation_dtype_bytes;
+  return s;
+}
+
+// Adds bytes that live on the CPU or disk (fractions cpu and disk of a family) to a link.
+void OffGpu(LinearForm& f, Fraction cpu, Fraction disk, double bytes_per_s_unit) {
+  f.Add(cpu, bytes_per_s_unit).Add(disk, bytes_per_s_unit);
+}
+
+LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& hw, bool prefill) {
+  const double tokens = prefill ? s.prompt : 1;  // new tokens per sequence in this step
+  const double h2d = 1 / (hw.h2d_gbps * kGiga), d2h = 1 / (hw.d2h_gbps * kGiga);
+  const double rd = 1 / (hw.disk_read_gbps * kGiga), wr = 1 / (hw.disk_write_gbps * kGiga);
+  const double acts = s.block * tokens * s.act_token;  // hidden states in and out of the layer
+  const double new_kv = s.block * tokens * s.kv_token;
+  LayerForms f;
+
+  // Weights: fetched once per layer step for all micro-batches.
+  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.layer_stored * h2d);
+  f.disk_read_s.Add(kWeightDisk, s.layer_stored * rd);
+  // Activations: each micro-batch's input comes in and its output goes home.
+  OffGpu(f.h2d_s, kActivationCpu, kActivationDisk, acts * h2d);
+  OffGpu(f.d2h_s, kActivationCpu, kActivationDisk, acts * d2h);
+  f.disk_read_s.Add(kActivationDisk, acts * rd);
+  f.disk_write_s.Add(kActivationDisk, acts * wr);
+  // New K and V go to their home.
+  OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, new_kv * d2h);
+  f.disk_write_s.Add(kCacheDisk, new_kv * wr);
+
+  const double tflops = (prefill ? hw.gpu_prefill_tflops : hw.gpu_decode_tflops) * kTera;
+  // A GEMM reads the layer's (expanded) weights once per micro-batch.
+  f.gpu_gemm_s.constant = std::max(2 * s.block * tokens * s.layer_params / tflops,
+                                   s.nb * s.layer_read / (hw.gpu_memory_gbps * kGiga));
+  const double dequant = 1 / (hw.gpu_dequant_gbps * kGiga);
+  if (p.compress_weight) f.gpu_dequant_s.constant += s.layer_fp16 * dequant;
+  if (p.compress_cache) f.gpu_dequant_s.constant += s.block * tokens * s.kv_token_fp16 * dequant;
+
+  if (prefill) {
+    f.gpu_attention_s.constant = 4 * s.block * s.prompt * s.prompt * s.heads * s.head_dim /
+                                 (hw.gpu_attention_prefill_tflops * kTera);
+    return f;
+  }
+  const double cache = s.block * s.decode_context * s.kv_token;  // bytes attended per step
+  const double gpu_rate =
+      (p.compress_cache ? hw.gpu_attention_q4_gbps : hw.gpu_attention_gbps) * kGiga;
+  f.disk_read_s.Add(kCacheDisk, cache * rd);
+  if (p.cpu_attention) {
+    const double cpu_rate =
+        std::min(p.compress_cache ? hw.cpu_attention_q4_gbps : hw.cpu_attention_gbps,
+                 hw.cpu_memory_gbps) * kGiga;
+    f.gpu_attention_s.Add(kCacheGpu, cache / gpu_rate);
+    OffGpu(f.cpu_attention_s, kCacheCpu, kCacheDisk, cache / cpu_rate);
+    // Queries go to the CPU and attention outputs come back for the CPU-attended rows.
+    OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * d2h);
+    OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
+  } else {
+    f.gpu_attention_s.constant = cache / gpu_rate;
+    OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, cache * h2d);
+  }
+  return f;
+}
+
+LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
+  LayerForms f;
+  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.output_stored / (hw.h2d_gbps * kGiga));
+  f.disk_read_s.Add(kWeightDisk, s.output_stored / (hw.disk_read_gbps * kGiga));
+  // Logits for the last position of each sequence: a GEMM with one row per sequence.
+  f.gpu_gemm_s.constant = std::max(2 * s.block * s.output_params / (hw.gpu_decode_tflops * kTera),
+                                   s.nb * s.output_read / (hw.gpu_memory_gbps * kGiga));
+  if (p.compress_weight) f.gpu_dequant_s.constant = s.output_fp16 / (hw.gpu_dequant_gbps * kGiga);
+  return f;
+}
+
+}  // namespace
+
+double LayerTimes::step_s(bool overlap) const {
+  if (!overlap) return disk_lane_s() + h2d_s + d2h_s + compute_lane_s();
+  return std::max({disk_lane_s(), h2d_s, d2h_s, compute_lane_s()});
+}
+
+std::string LayerTimes::Bottleneck() const {
+  std::pair<double, std::string> lanes[] = {{compute_lane_s(), "compute"},
+                                            {h2d_s, "h2d"},
+                                            {d2h_s, "d2h"},
+                                            {disk_lane_s(), "disk"}};
+  const auto& top = *std::max_element(std::begin(lanes), std::end(lanes),
+                                      [](const auto& a, const auto& b) { return a.first < b.first; });
+  if (top.second != "compute") return top.second;
+  std::pair<double, const char*> units[] = {{gpu_gemm_s, "GPU GEMM"},
+                                            {gpu_attention_s, "GPU attention"},
+                                            {cpu_attention_s, "CPU attention"},
+                                            {gpu_dequant_s, "4-bit expansion"}};
+  const auto& unit = *std::max_element(std::begin(units), std::end(units),
+                                       [](const auto& a, const auto& b) { return a.first < b.first; });
+  return std::string("compute (") + unit.second + ")";
+}
+
+LayerTimes LayerForms::Eval(const Fractions& x) const {
+  return {disk_read_s.Eval(x),  h2d_s.Eval(x),           d2h_s.Eval(x),
+          disk_write_s.Eval(x), gpu_gemm_s.Eval(x),      gpu_attention_s.Eval(x),
+          cpu_attention_s.Eval(x), gpu_dequant_s.Eval(x)};
+}
+
+CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const Plan& plan,
+                         const HardwareSpec& hardware) {
+  const Sizes s = SizesOf(model, workload, plan);
+  const LayerForms output = OutputForms(s, plan, hardware);
+  return {TransformerForms(s, plan, hardware, /*prefill=*/true),
+          TransformerForms(s, plan, hardware, /*prefill=*/false), output, output};
+}
+
+CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const ModelSpec& model,
+                         const Workload& workload, const Plan& plan) {
+  auto phase = [&](const LayerForms& layer, const LayerForms& output, double steps) {
+    PhaseCost c;
+    c.layer = layer.Eval(x);
+    c.output = output.Eval(x);
+    c.token_step_s = model.num_layers * c.layer.step_s(plan.overlap) + c.output.step_s(plan.overlap);
+    c.total_s = steps * c.token_step_s;
+    return c;
+  };
+  CostEstimate e;
+  e.prefill = phase(forms.layer_prefill, forms.output_prefill, 1);
+  e.decode = phase(forms.layer_decode, forms.output_decode, workload.gen_len - 1);
+  e.block_s = e.prefill.total_s + e.decode.total_s;
+  const int64_t block = plan.block_size();
+  const int64_t prompts = workload.num_prompts > 0 ? workload.num_prompts : block;
+  e.num_blocks = (prompts + block - 1) / block;
+  e.total_s = e.num_blocks * e.block_s;
+  e.throughput_tokens_per_s = double(prompts) * workload.gen_len / e.total_s;
+  e.prefill_tokens_per_s = double(block) * workload.prompt_len / e.prefill.total_s;
+  if (workload.gen_len > 1) {
+    e.decode_tokens_per_s = double(block) * (workload.gen_len - 1) / e.decode.total_s;
+  }
+  return e;
+}
+
+CostEstimate EstimateCost(const ModelSpec& model, const Workload& workload, const Plan& plan,
+                          const HardwareSpec& hardware) {
+  return CombineCost(BuildCostForms(model, workload, plan, hardware), FractionsOf(plan), model,
+                     workload, plan);
+}
+
+}  // namespace strata

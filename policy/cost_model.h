@@ -1,0 +1,98 @@
+// The cost model: how long a block takes under a plan on a machine, modelled on what strata's
+// executor does (FlexGen's formulation, ../shared/docs/ANCHORS.md, adjusted to strata).
+//
+// Time is counted per *layer step* — one layer for all micro-batches of a block — on four lanes
+// that the zig-zag executor runs side by side:
+//   disk     disk -> pinned CPU reads plus CPU -> disk writes (one I/O thread, one device)
+//   h2d      CPU -> GPU copies (weights, the off-GPU KV cache, activations, CPU attention output)
+//   d2h      GPU -> CPU copies (new KV for the off-GPU cache, activations, queries for the CPU)
+//   compute  GPU GEMMs, GPU attention, CPU attention and 4-bit expansion, one after another
+//            (the compute lane waits for the CPU's attention of its micro-batch)
+// With overlap a step takes its slowest lane; without, the sum of the lanes. Disk traffic is
+// staged through pinned memory, so a disk-resident byte costs a disk read and an h2d copy.
+// 4-bit weights are expanded once per layer per block (not once per micro-batch, as FlexGen
+// does); the 4-bit cache is read directly by the attention kernels at their own rates.
+// Decode steps are averaged over the generation (context prompt_len + gen_len / 2).
+// The input embedding is a gather of a few rows and is not modelled.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "policy/hardware_spec.h"
+#include "policy/linear_form.h"
+#include "policy/model_spec.h"
+#include "policy/plan.h"
+#include "policy/workload.h"
+
+namespace strata {
+
+// Seconds of one layer step on each link and compute unit.
+struct LayerTimes {
+  double disk_read_s = 0;
+  double h2d_s = 0;
+  double d2h_s = 0;
+  double disk_write_s = 0;
+  double gpu_gemm_s = 0;
+  double gpu_attention_s = 0;
+  double cpu_attention_s = 0;
+  double gpu_dequant_s = 0;  // expanding 4-bit weights, quantizing new KV
+
+  double disk_lane_s() const { return disk_read_s + disk_write_s; }
+  double compute_lane_s() const {
+    return gpu_gemm_s + gpu_attention_s + cpu_attention_s + gpu_dequant_s;
+  }
+  // The step: the slowest lane with overlap, the sum of the lanes without.
+  double step_s(bool overlap) const;
+  // The slowest lane, e.g. "h2d" or "compute (CPU attention)" naming its largest unit.
+  std::string Bottleneck() const;
+};
+
+// The same quantities as affine functions of the placement fractions (for the search's LP).
+struct LayerForms {
+  LinearForm disk_read_s, h2d_s, d2h_s, disk_write_s;
+  LinearForm gpu_gemm_s, gpu_attention_s, cpu_attention_s, gpu_dequant_s;
+  LayerTimes Eval(const Fractions& x) const;
+};
+
+struct CostForms {
+  LayerForms layer_prefill;   // one transformer layer
+  LayerForms layer_decode;
+  LayerForms output_prefill;  // the output layer (final norm and projection, last position)
+  LayerForms output_decode;
+};
+
+// Forms for the plan's gpu_batch_size, num_gpu_batches and flags (its percents are ignored).
+CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const Plan& plan,
+                         const HardwareSpec& hardware);
+
+struct PhaseCost {
+  LayerTimes layer;   // one transformer layer step
+  LayerTimes output;  // the output layer step
+  double token_step_s = 0;  // num_layers layer steps plus the output step
+  double total_s = 0;       // per block: one token step for prefill, gen_len - 1 for decode
+};
+
+struct CostEstimate {
+  PhaseCost prefill;
+  PhaseCost decode;
+  double block_s = 0;
+  int64_t num_blocks = 0;   // ceil(num_prompts / block size), the last one padded; 1 for an
+                            // open-ended job (num_prompts 0)
+  double total_s = 0;
+  double throughput_tokens_per_s = 0;  // prompts * gen_len / total_s, FlexGen's measure (prompts:
+                                       // num_prompts, or the block size for an open-ended job)
+  double prefill_tokens_per_s = 0;     // block size * prompt_len / prefill.total_s
+  double decode_tokens_per_s = 0;      // block size * (gen_len - 1) / decode.total_s (0 if none)
+};
+
+// The prediction for one plan. REQUIRES: model, workload, plan and hardware validate. Computed
+// whether or not the plan fits in memory (policy/fit_check.h says that).
+CostEstimate EstimateCost(const ModelSpec& model, const Workload& workload, const Plan& plan,
+                          const HardwareSpec& hardware);
+
+// Combines evaluated forms into an estimate (EstimateCost is this at the plan's fractions).
+CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const ModelSpec& model,
+                         const Workload& workload, const Plan& plan);
+
+}  // namespace strata

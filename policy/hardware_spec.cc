@@ -1,0 +1,97 @@
+#include "policy/hardware_spec.h"
+
+#include <sstream>
+
+#include "policy/yaml_reader.h"
+
+namespace strata {
+namespace {
+
+// Visits every numeric field with its YAML key, so that parsing, printing and validation cannot
+// drift apart.
+template <typename Spec, typename IntFn, typename RateFn>
+void VisitNumbers(Spec& s, IntFn on_int, RateFn on_rate) {
+  on_int("gpu_capacity_bytes", s.gpu_capacity_bytes);
+  on_int("cpu_capacity_bytes", s.cpu_capacity_bytes);
+  on_int("disk_capacity_bytes", s.disk_capacity_bytes);
+  on_rate("h2d_gbps", s.h2d_gbps);
+  on_rate("d2h_gbps", s.d2h_gbps);
+  on_rate("disk_read_gbps", s.disk_read_gbps);
+  on_rate("disk_write_gbps", s.disk_write_gbps);
+  on_rate("gpu_prefill_tflops", s.gpu_prefill_tflops);
+  on_rate("gpu_decode_tflops", s.gpu_decode_tflops);
+  on_rate("gpu_memory_gbps", s.gpu_memory_gbps);
+  on_rate("gpu_attention_prefill_tflops", s.gpu_attention_prefill_tflops);
+  on_rate("gpu_attention_gbps", s.gpu_attention_gbps);
+  on_rate("gpu_attention_q4_gbps", s.gpu_attention_q4_gbps);
+  on_rate("gpu_dequant_gbps", s.gpu_dequant_gbps);
+  on_rate("cpu_memory_gbps", s.cpu_memory_gbps);
+  on_rate("cpu_attention_gbps", s.cpu_attention_gbps);
+  on_rate("cpu_attention_q4_gbps", s.cpu_attention_q4_gbps);
+}
+
+}  // namespace
+
+Status HardwareSpec::Validate() const {
+  Status status;
+  auto check = [&](const char* key, auto value) {
+    if (status.ok() && !(value > 0)) {
+      std::ostringstream v;
+      v << value;
+      status = Status::InvalidArgument(std::string(key) + " must be positive, got " + v.str());
+    }
+  };
+  VisitNumbers(*this, check, check);
+  check("cpu_cores", cpu_cores);
+  return status;
+}
+
+Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin) {
+  policy_internal::YamlMapReader reader(text, origin);
+  HardwareSpec spec;
+  reader.String("name", &spec.name);
+  reader.OptionalString("description", &spec.description);
+  // Zero is read so that Validate() can name it; a negative number fails here with its key.
+  VisitNumbers(
+      spec, [&](const char* key, int64_t& v) { reader.Int64(key, &v, 0); },
+      [&](const char* key, double& v) { reader.Double(key, &v, /*positive=*/false); });
+  reader.Int("cpu_cores", &spec.cpu_cores, 0);
+  reader.OptionalBool("gpu_emulated", &spec.gpu_emulated);
+  reader.OptionalBool("h2d_emulated", &spec.h2d_emulated);
+  reader.OptionalBool("d2h_emulated", &spec.d2h_emulated);
+  STRATA_RETURN_IF_ERROR(reader.Finish());
+  Status valid = spec.Validate();
+  if (!valid.ok()) return valid.WithContext(origin);
+  return spec;
+}
+
+Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::string text, policy_internal::ReadTextFile(path));
+  return ParseHardwareSpecYaml(text, path);
+}
+
+std::string HardwareSpecToYaml(const HardwareSpec& spec) {
+  auto quoted = [](const std::string& s) {
+    std::string out = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += (c == '\n') ? ' ' : c;
+    }
+    return out + "\"";
+  };
+  std::ostringstream out;
+  out << "name: " << quoted(spec.name) << "\n";
+  out << "description: " << quoted(spec.description) << "\n";
+  VisitNumbers(
+      spec, [&](const char* key, const int64_t& v) { out << key << ": " << v << "\n"; },
+      [&](const char* key, const double& v) {
+        out << key << ": " << policy_internal::FormatDouble(v) << "\n";
+      });
+  out << "cpu_cores: " << spec.cpu_cores << "\n";
+  out << "gpu_emulated: " << (spec.gpu_emulated ? "true" : "false") << "\n";
+  out << "h2d_emulated: " << (spec.h2d_emulated ? "true" : "false") << "\n";
+  out << "d2h_emulated: " << (spec.d2h_emulated ? "true" : "false") << "\n";
+  return out.str();
+}
+
+}  // namespace strata

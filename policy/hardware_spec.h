@@ -1,0 +1,69 @@
+// HardwareSpec: what one machine offers strata — capacities of its three tiers and the rates of
+// its links and compute units — as plain data. Profiles live in configs/hardware/*.yaml with one
+// key per field; `strata profile` measures one. Units are in the names: bytes, GB/s (1e9 bytes
+// per second) and TFLOPS (1e12 floating-point operations per second).
+//
+// Rates describe the hardware *as driven by an implementation*: a decode attention kernel that
+// reads the cache at 80% of HBM bandwidth and one that reaches 25% are different profiles of one
+// card. That is also how FlexGen's fitted constants are to be read (configs/hardware/t4-flexgen).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/core/status.h"
+
+namespace strata {
+
+struct HardwareSpec {
+  std::string name;
+  std::string description;  // where the numbers come from: measured, published, or estimated
+
+  // Capacities strata may use (after the OS, the CUDA context and other tenants).
+  int64_t gpu_capacity_bytes = 0;
+  int64_t cpu_capacity_bytes = 0;   // pinned host memory
+  int64_t disk_capacity_bytes = 0;  // offload directory, including weights read from the store
+
+  // Links.
+  double h2d_gbps = 0;         // pinned host -> device copies
+  double d2h_gbps = 0;         // device -> pinned host copies
+  double disk_read_gbps = 0;   // disk -> pinned host, large O_DIRECT requests
+  double disk_write_gbps = 0;  // pinned host -> disk
+
+  // GPU compute.
+  double gpu_prefill_tflops = 0;            // fp16 GEMM at prefill shapes (many rows)
+  double gpu_decode_tflops = 0;             // fp16 GEMM at decode shapes (one row per sequence)
+  double gpu_memory_gbps = 0;               // device memory bandwidth: bounds GEMMs from below
+                                            // by the weight bytes they read
+  double gpu_attention_prefill_tflops = 0;  // prefill attention (QK^T and AV over the prompt)
+  double gpu_attention_gbps = 0;            // decode attention: uncompressed cache bytes (in the
+                                            // runtime's activation dtype) read per second
+  double gpu_attention_q4_gbps = 0;         // decode attention: 4-bit cache bytes read per second
+  double gpu_dequant_gbps = 0;              // 4-bit expansion (weights; quantizing new KV):
+                                            // elements per second times 2 (fp16-equivalent bytes)
+
+  // CPU.
+  int cpu_cores = 0;
+  double cpu_memory_gbps = 0;         // host memory read bandwidth, all cores
+  double cpu_attention_gbps = 0;      // decode attention, uncompressed cache bytes per second,
+                                      // all cores
+  double cpu_attention_q4_gbps = 0;   // decode attention, 4-bit cache bytes per second, all cores
+
+  // True where a number was measured without a GPU: the device tier was a capacity-limited host
+  // arena, its links host memcpy and its compute the CPU (the CPU build's emulated device).
+  bool gpu_emulated = false;  // gpu_capacity_bytes and every gpu_* rate
+  bool h2d_emulated = false;
+  bool d2h_emulated = false;
+
+  // Checks every capacity and rate is positive; InvalidArgument names the key.
+  Status Validate() const;
+};
+
+// YAML with one key per field (every key required except description and the *_emulated flags,
+// which default to empty and false). Zero or negative capacities or rates, missing or unknown keys,
+// and a document that is not a map are errors naming the key and `origin`.
+Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
+Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);
+std::string HardwareSpecToYaml(const HardwareSpec& spec);
+
+}  // namespace strata

@@ -1,0 +1,133 @@
+#include "policy/weight_layout.h"
+
+#include <algorithm>
+
+namespace strata {
+
+const char* LayerKindName(LayerKind kind) {
+  switch (kind) {
+    case LayerKind::kInputEmbedding: return "input embedding";
+    case LayerKind::kTransformer: return "transformer layer";
+    case LayerKind::kOutput: return "output";
+  }
+  return "?";
+}
+
+std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size;
+  const int64_t q_out = int64_t{m.num_heads} * m.head_dim;
+  const int64_t kv_out = int64_t{m.num_kv_heads} * m.head_dim;
+  auto vec = [](std::string name, int64_t n) { return WeightTensor{std::move(name), 1, n, false}; };
+  auto mat = [](std::string name, int64_t rows, int64_t cols) {
+    return WeightTensor{std::move(name), rows, cols, true};
+  };
+  auto add_norm = [&](std::vector<WeightTensor>& t, const std::string& name) {
+    t.push_back(vec(name + ".weight", h));
+    if (m.norm_bias) t.push_back(vec(name + ".bias", h));
+  };
+  auto add_linear = [&](std::vector<WeightTensor>& t, const std::string& name, int64_t out,
+                        int64_t in) {
+    t.push_back(mat(name + ".weight", out, in));
+    if (m.linear_bias) t.push_back(vec(name + ".bias", out));
+  };
+
+  WeightLayer input{LayerKind::kInputEmbedding, 1, {mat("embed_tokens", m.vocab_size, h)}};
+  if (m.position_embedding_rows > 0) {
+    input.tensors.push_back(mat("embed_positions", m.position_embedding_rows, h));
+  }
+
+  WeightLayer block{LayerKind::kTransformer, m.num_layers, {}};
+  add_norm(block.tensors, "attention_norm");
+  add_linear(block.tensors, "q_proj", q_out, h);
+  add_linear(block.tensors, "k_proj", kv_out, h);
+  add_linear(block.tensors, "v_proj", kv_out, h);
+  add_linear(block.tensors, "o_proj", h, q_out);
+  add_norm(block.tensors, "mlp_norm");
+  if (m.gated_mlp) {
+    add_linear(block.tensors, "gate_proj", f, h);
+    add_linear(block.tensors, "up_proj", f, h);
+    add_linear(block.tensors, "down_proj", h, f);
+  } else {
+    add_linear(block.tensors, "fc1", f, h);
+    add_linear(block.tensors, "fc2", h, f);
+  }
+
+  WeightLayer output{LayerKind::kOutput, 1, {}};
+  add_norm(output.tensors, "final_norm");
+  if (!m.tie_word_embeddings) output.tensors.push_back(mat("lm_head", m.vocab_size, h));
+  return {input, block, output};
+}
+
+int64_t Q4RowBytes(int64_t cols) {
+  const int64_t group = std::min<int64_t>(64, cols);
+  const int64_t groups = (cols + group - 1) / group;
+  return (cols + 1) / 2 + groups * 4;
+}
+
+int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes) {
+  return compress && t.matrix ? Q4RowBytes(t.cols) : t.cols * dtype_bytes;
+}
+
+int64_t MatrixElements(const WeightLayer& layer) {
+  int64_t n = 0;
+  for (const WeightTensor& t : layer.tensors) n += t.matrix ? t.rows * t.cols : 0;
+  return n;
+}
+
+int64_t StoredLayerBytes(const WeightLayer& layer, bool compress, int dtype_bytes) {
+  int64_t n = 0;
+  for (const WeightTensor& t : layer.tensors) n += t.rows * StoredRowBytes(t, compress, dtype_bytes);
+  return n;
+}
+
+namespace {
+
+// For each tensor, the rows that lie before the row boundary nearest to `percent` of `total`
+// bytes along the concatenated row sequence.
+std::vector<int64_t> RowsBefore(const std::vector<int64_t>& rows,
+                                const std::vector<int64_t>& row_bytes, int64_t total,
+                                int percent) {
+  std::vector<int64_t> before(rows.size(), 0);
+  // Work in units of bytes * 100 so that the target is exact.
+  const int64_t target = total * percent;
+  int64_t acc = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const int64_t tensor = rows[i] * row_bytes[i] * 100;
+    if (acc + tensor <= target) {
+      before[i] = rows[i];
+      acc += tensor;
+      continue;
+    }
+    const int64_t unit = row_bytes[i] * 100;
+    before[i] = std::min(rows[i], (target - acc + unit / 2) / unit);
+    break;
+  }
+  return before;
+}
+
+}  // namespace
+
+LayerPlacement PlaceLayerByRows(const WeightLayer& layer, int gpu_percent, int cpu_percent,
+                                bool compress, int dtype_bytes) {
+  std::vector<int64_t> rows, row_bytes;
+  int64_t total = 0;
+  for (const WeightTensor& t : layer.tensors) {
+    rows.push_back(t.rows);
+    row_bytes.push_back(StoredRowBytes(t, compress, dtype_bytes));
+    total += rows.back() * row_bytes.back();
+  }
+  const std::vector<int64_t> gpu = RowsBefore(rows, row_bytes, total, gpu_percent);
+  const std::vector<int64_t> gpu_cpu = RowsBefore(rows, row_bytes, total, gpu_percent + cpu_percent);
+  LayerPlacement p{layer.kind, layer.count, {}, 0, 0, 0};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    TensorPlacement t{layer.tensors[i].name, row_bytes[i], gpu[i], gpu_cpu[i] - gpu[i],
+                      rows[i] - gpu_cpu[i]};
+    p.gpu_bytes += t.gpu_rows * t.row_bytes;
+    p.cpu_bytes += t.cpu_rows * t.row_bytes;
+    p.disk_bytes += t.disk_rows * t.row_bytes;
+    p.tensors.push_back(std::move(t));
+  }
+  return p;
+}
+
+}  // namespace strata

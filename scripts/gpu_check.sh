@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# One command for a machine with an NVIDIA GPU: configure and build strata with the CUDA backend
+# for this GPU's architecture, run every test labelled `gpu`, run the kernel benchmarks, and print
+# a short table LAST, so that the end of the output alone tells the story.
+#
+#   scripts/gpu_check.sh [--quick]      (--quick: shorter benchmarks)
+#
+# Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT (when set, logs are copied
+# there). Exit status: 0 when every gpu test passed (none skipped) and every benchmark target was
+# met; 1 otherwise; 2 when there is no usable GPU or the build failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+QUICK=""
+[[ "${1:-}" == "--quick" ]] && QUICK="--quick"
+BUILD="${BUILD_DIR:-build-gpu}"
+JOBS="${JOBS:-$(nproc)}"
+LOGS="$BUILD/gpu-check"
+
+# Architecture from the driver's compute capability ("9.0" -> 90); 90 when nvidia-smi cannot say.
+ARCH=""
+DEVICE="unknown GPU"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')"
+  DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
+fi
+[[ "$ARCH" =~ ^[0-9]+$ ]] || ARCH=90
+echo "== gpu_check: ${DEVICE:-unknown GPU}, sm_${ARCH}, build dir ${BUILD}"
+
+mkdir -p "$BUILD"
+if ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
+    -DCMAKE_BUILD_TYPE=Release >"$BUILD/configure.log" 2>&1; then
+  tail -n 30 "$BUILD/configure.log"
+  echo "gpu_check: FAIL (configure failed; log in $BUILD/configure.log)"
+  exit 2
+fi
+mkdir -p "$LOGS"
+# Everything first; if an unrelated module is broken, still build what this check needs.
+if ! cmake --build "$BUILD" -j "$JOBS" >"$LOGS/build.log" 2>&1; then
+  echo "gpu_check: full build failed (see $LOGS/build.log); building the GPU targets only"
+  if ! cmake --build "$BUILD" -j "$JOBS" --target cuda_kernels_test cuda_backend_test \
+      decode_attention_bench >>"$LOGS/build.log" 2>&1; then
+    grep -E "error" "$LOGS/build.log" | head -n 20
+    echo "gpu_check: FAIL (build failed; log in $LOGS/build.log)"
+    exit 2
+  fi
+fi
+
+# Tests labelled gpu. On a GPU machine a skipped test means the device was not usable: a failure.
+(cd "$BUILD" && ctest -L gpu --output-on-failure) >"$LOGS/ctest.log" 2>&1
+CTEST_RC=$?
+tail -n 40 "$LOGS/ctest.log"
+TOTAL=$(grep -cE "^ *[0-9]+/[0-9]+ Test" "$LOGS/ctest.log")
+PASSED=$(grep -cE "^ *[0-9]+/[0-9]+ Test.* Passed" "$LOGS/ctest.log")
+SKIPPED=$(grep -cE "^ *[0-9]+/[0-9]+ Test.*Skipped" "$LOGS/ctest.log")
+FAILED=$((TOTAL - PASSED - SKIPPED))
+
+# Kernel benchmarks.
+BENCH_RC=0
+"$BUILD/bench/decode_attention_bench" $QUICK >"$LOGS/bench.log" 2>&1 || BENCH_RC=$?
+grep -v '^RESULT' "$LOGS/bench.log" | tail -n 5
+
+if [[ -n "${OUT:-}" ]]; then
+  mkdir -p "$OUT" && cp "$LOGS"/*.log "$OUT"/ 2>/dev/null
+fi
+
+# The table.
+TEST_VERDICT=PASS
+if [[ $CTEST_RC -ne 0 || $FAILED -ne 0 || $SKIPPED -ne 0 || $TOTAL -eq 0 ]]; then TEST_VERDICT=FAIL; fi
+echo
+echo "================ strata gpu_check: ${DEVICE:-unknown GPU} (sm_${ARCH}) ================"
+printf "gpu tests: %d run, %d passed, %d failed, %d skipped  -> %s\n" \
+  "$TOTAL" "$PASSED" "$FAILED" "$SKIPPED" "$TEST_VERDICT"
+awk -v bench_rc="$BENCH_RC" '
+  function field(name,   i, kv) {
+    for (i = 2; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == name) return kv[2] }
+    return ""
+  }
+  BEGIN {
+    printf "%-11s %-30s %9s %7s %7s %s\n", "kernel", "shape", "GB/s", "x D2D", "target", "result"
+    missed = 0; rows = 0
+  }
+  /^RESULT/ {
+    k = field("kernel")
+    if (k == "d2d_copy") {
+      printf "%-11s %-30s %9s %7s %7s %s\n", k, "1 GiB, read+write", field("gbps"), "1.000", "-", "bound"
+      next
+    }
+    shape = sprintf("d%s g%s kv%s ctx%s b%s", field("head_dim"), field("group"), field("kv_heads"),
+                    field("ctx"), field("batch"))
+    verdict = field("pass") == "1" ? "PASS" : "FAIL"
+    if (verdict == "FAIL") ++missed
+    ++rows
+    if (k == "q4_vs_f16") {
+      printf "%-11s %-30s %9s %7s %7s %s\n", k, shape, field("speedup") "x", "-", ">=" field("target") "x", verdict
+    } else {
+      printf "%-11s %-30s %9s %7s %7s %s\n", k, shape, field("gbps"), field("ratio"), ">=" field("target"), verdict
+    }
+  }
+  END {
+    if (bench_rc != 0) { printf "benchmark exited with status %d (see bench.log)\n", bench_rc; missed = -1 }
+    else if (rows == 0) { print "benchmark produced no results"; missed = -1 }
+    if (missed == 0) print "benchmark targets: all met -> PASS"
+    else if (missed > 0) printf "benchmark targets: %d missed -> FAIL\n", missed
+    else print "benchmark targets: not measured -> FAIL"
+    exit(missed == 0 ? 0 : 1)
+  }' "$LOGS/bench.log"
+BENCH_VERDICT=$?
+echo "logs: $LOGS (configure, build, ctest, bench)"
+if [[ "$TEST_VERDICT" == PASS && $BENCH_VERDICT -eq 0 ]]; then
+  echo "gpu_check: PASS"
+  exit 0
+fi
+echo "gpu_check: FAIL"
+exit 1

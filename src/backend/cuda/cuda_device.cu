@@ -1,0 +1,27 @@
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/norm.cuh"
+#include "src/backend/cuda/cuda_device.h"
+
+namespace strata {
+
+CudaDeviceInfo QueryCudaDevices() {
+  CudaDeviceInfo info;
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    info.error = cudaGetErrorString(err);
+    return info;
+  }
+  info.device_count = count;
+  if (count == 0) return info;
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    info.name = prop.name;
+    info.compute_capability = prop.major * 10 + prop.minor;
+    info.total_memory_bytes = prop.totalGlobalMem;
+  }
+  return info;
+}
+
+}  // namespace strata

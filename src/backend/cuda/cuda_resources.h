@@ -1,0 +1,104 @@
+// RAII owners of CUDA resources: a stream, an event, device memory, and a cuBLAS handle bound to
+// one stream with its own workspace (cuBLAS wants one handle and workspace per concurrent stream).
+// Each is move-only; a moved-from object owns nothing. Creation failures abort (cuda_check.h).
+// Thread-compatible.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+
+namespace strata {
+
+class CudaStream {
+ public:
+  // non_blocking: the stream does not synchronise with the legacy default stream (the usual choice
+  // for executor lanes); false gives a stream that does, so that a plain cudaMemcpy by the caller
+  // is ordered after the work queued on it.
+  explicit CudaStream(bool non_blocking = true);
+  ~CudaStream();
+  CudaStream(CudaStream&& other) noexcept;
+  CudaStream& operator=(CudaStream&& other) noexcept;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  // Blocks the calling thread until all work queued on the stream is done.
+  void Synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+class CudaEvent {
+ public:
+  // timing: false gives a cheaper event for ordering only (cudaEventDisableTiming).
+  explicit CudaEvent(bool timing = false);
+  ~CudaEvent();
+  CudaEvent(CudaEvent&& other) noexcept;
+  CudaEvent& operator=(CudaEvent&& other) noexcept;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+  void Record(cudaStream_t stream) const;
+  // Makes `stream` wait for this event's last recorded work (no host blocking).
+  void Wait(cudaStream_t stream) const;
+  void Synchronize() const;
+  // Milliseconds from `start` to this event; both must be timing events, recorded and complete.
+  float ElapsedMsSince(const CudaEvent& start) const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  // cudaMalloc of `bytes` (nothing for 0); contents uninitialised.
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return data_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
+  size_t bytes() const { return bytes_; }
+  // Grows to at least `bytes` (contents lost when it grows). cudaFree synchronises the device, so
+  // call it outside steady-state loops.
+  void Reserve(size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+class CublasHandle {
+ public:
+  // A handle whose work runs on `stream`, with a `workspace_bytes` workspace of its own.
+  CublasHandle(cudaStream_t stream, size_t workspace_bytes = kDefaultWorkspaceBytes);
+  ~CublasHandle();
+  CublasHandle(CublasHandle&& other) noexcept;
+  CublasHandle& operator=(CublasHandle&& other) noexcept;
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+
+  cublasHandle_t get() const { return handle_; }
+  cudaStream_t stream() const { return stream_; }
+
+  // NVIDIA recommends 32 MiB on Hopper; smaller suffices elsewhere.
+  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  DeviceBuffer workspace_;
+};
+
+}  // namespace strata

@@ -1,0 +1,16 @@
+// GEMM on the GPU through cuBLAS: the CUDA twin of kernels/cpu/gemm.h's GemmNT.
+#pragma once
+
+#include "kernels/cuda/params.h"
+#include "src/backend/cuda/cuda_resources.h"
+
+namespace strata {
+
+// C[m, n] (row stride ldc, fp32) = A[m, k] * B[n, k]^T (+ C when accumulate), on the handle's
+// stream. A and B are device matrices of the same element type `type` (fp32, fp16 or bf16), B a
+// Linear weight in its stored [out, in] layout; products accumulate in fp32 (never TF32).
+// REQUIRES: ldc >= n; cuBLAS succeeds (aborts otherwise).
+void GemmNT(const CublasHandle& handle, int m, int n, int k, kernels::cuda::ElemType type,
+            const void* a, const void* b, float* c, int ldc, bool accumulate);
+
+}  // namespace strata

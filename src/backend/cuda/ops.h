@@ -1,0 +1,78 @@
+// The kernels of kernels/cuda as ordinary functions, compiled once (in the ops_*.cu files of this
+// folder) and callable from host-only C++: the CUDA backend, tests/backend and bench/. Each is a
+// one-line forward to the launcher of the same name in kernels/cuda/*.cuh, which documents the
+// layouts and REQUIRES; all pointers are device memory unless a comment says otherwise, and every
+// call is asynchronous on `stream`.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/params.h"
+
+namespace strata::cuda_ops {
+
+using kernels::cuda::CausalAttentionShape;
+using kernels::cuda::DecodeAttentionPlan;
+using kernels::cuda::DecodeAttentionShape;
+using kernels::cuda::DecodeCacheKind;
+using kernels::cuda::ElemType;
+using kernels::cuda::Q4CacheShape;
+using kernels::cuda::SamplingParams;
+
+// embedding.cuh
+cudaError_t Embed(const void* table, ElemType type, int64_t hidden, const int32_t* ids, int n,
+                  bool accumulate, float* out, cudaStream_t stream);
+// norm.cuh
+cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, float eps, int rows,
+                      int dim, float* y, cudaStream_t stream);
+cudaError_t RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* y,
+                    cudaStream_t stream);
+// activation.cuh
+cudaError_t Relu(float* x, int64_t n, cudaStream_t stream);
+cudaError_t Gelu(float* x, int64_t n, cudaStream_t stream);
+cudaError_t SiluMul(float* gate, const float* up, int64_t n, cudaStream_t stream);
+// rope.cuh
+cudaError_t ApplyRope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
+                      const float* inv_freq, cudaStream_t stream);
+// add.cuh
+cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream);
+cudaError_t AddBias(float* y, const float* bias, int64_t rows, int cols, cudaStream_t stream);
+// convert.cuh
+cudaError_t FloatToHalf(const float* x, int64_t n, ElemType to, uint16_t* y, cudaStream_t stream);
+cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y, cudaStream_t stream);
+// weight_q4.cuh
+cudaError_t ExpandWeightQ4(const uint8_t* codes, const __half* params, int64_t rows, int cols,
+                            ElemType type, void* out, cudaStream_t stream);
+// kv_q4.cuh
+bool Q4HeadDimSupported(int head_dim);
+cudaError_t WriteQ4Cache(const Q4CacheShape& s, const float* rows, int tokens, int first_slot,
+                         bool rotate, uint8_t* codes, __half* params, cudaStream_t stream);
+cudaError_t DequantizeQ4Cache(const Q4CacheShape& s, const uint8_t* codes, const __half* params,
+                              float* out, cudaStream_t stream);
+// attention_decode.cuh
+cudaError_t PlanDecodeAttention(const DecodeAttentionShape& s, DecodeCacheKind kind,
+                                DecodeAttentionPlan* plan);
+cudaError_t DecodeAttentionQ4(const DecodeAttentionShape& s, const float* q,
+                              const uint8_t* k_codes, const __half* k_params,
+                              const uint8_t* v_codes, const __half* v_params, const int* start,
+                              const DecodeAttentionPlan& plan, void* workspace, float* out,
+                              cudaStream_t stream);
+cudaError_t DecodeAttentionF16(const DecodeAttentionShape& s, const float* q, const __half* k,
+                               const __half* v, const int* start, const DecodeAttentionPlan& plan,
+                               void* workspace, float* out, cudaStream_t stream);
+// attention_prefill.cuh
+cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const float* k,
+                            const float* v, const int* start, float* out, cudaStream_t stream);
+cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const __half* k,
+                            const __half* v, const int* start, float* out, cudaStream_t stream);
+// sampling.cuh
+cudaError_t SampleTokensWorkspaceBytes(int batch, int vocab, size_t* bytes);
+cudaError_t SampleTokens(const float* logits, int batch, int vocab, const SamplingParams* params,
+                         bool any_sampling, void* workspace, size_t workspace_bytes, int32_t* out,
+                         cudaStream_t stream);
+
+}  // namespace strata::cuda_ops

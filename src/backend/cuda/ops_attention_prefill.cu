@@ -1,0 +1,17 @@
+// Causal (prefill) attention over fp32 and fp16 caches.
+#include "kernels/cuda/attention_prefill.cuh"
+#include "src/backend/cuda/ops.h"
+
+namespace strata::cuda_ops {
+
+cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const float* k,
+                            const float* v, const int* start, float* out, cudaStream_t stream) {
+  return kernels::cuda::CausalAttention(s, q, k, v, start, out, stream);
+}
+
+cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const __half* k,
+                            const __half* v, const int* start, float* out, cudaStream_t stream) {
+  return kernels::cuda::CausalAttention(s, q, k, v, start, out, stream);
+}
+
+}  // namespace strata::cuda_ops

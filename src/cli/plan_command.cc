@@ -1,0 +1,309 @@
+#include "src/cli/plan_command.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <optional>
+#include <sstream>
+
+#include "policy/fit_check.h"
+#include "policy/search.h"
+#include "src/cli/exit_codes.h"
+
+namespace strata {
+namespace {
+
+struct Inputs {
+  ModelSpec model;
+  HardwareSpec hardware;
+  Workload workload;
+};
+
+Result<ModelSpec> LoadModelPreset(const std::string& name) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(name, ec) || name.ends_with(".gguf") || name.ends_with(".safetensors")) {
+    return Status::Unsupported("'" + name + "' is a model directory or file; `strata plan` takes a "
+                               "preset name or preset YAML from configs/models for now");
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string path, ResolveConfigFile("models", name));
+  return LoadModelSpecYaml(path);
+}
+
+Result<Inputs> LoadInputs(const PlanOptions& o) {
+  Inputs in;
+  STRATA_ASSIGN_OR_RETURN(in.model, LoadModelPreset(o.model));
+  STRATA_ASSIGN_OR_RETURN(std::string hw_path, ResolveConfigFile("hardware", o.hardware));
+  STRATA_ASSIGN_OR_RETURN(in.hardware, LoadHardwareSpecYaml(hw_path));
+  in.workload = {o.prompt_len, o.gen_len, o.num_prompts};
+  STRATA_RETURN_IF_ERROR(in.workload.Validate(in.model));
+  return in;
+}
+
+// The plan the user gave, if any.
+Result<Plan> GivenPlan(const PlanOptions& o) {
+  Plan plan;
+  if (!o.percent.empty()) {
+    STRATA_ASSIGN_OR_RETURN(plan, PlanFromFlexGenPercent(o.percent, o.gpu_batch_size,
+                                                         o.num_gpu_batches));
+    plan.cpu_attention = o.cpu_attention;
+    plan.compress_weight = o.compress_weight;
+    plan.compress_cache = o.compress_cache;
+    plan.overlap = !o.no_overlap;
+    return plan;
+  }
+  return LoadPlanYaml(o.policy);
+}
+
+std::string Seconds(double s) {
+  char text[32];
+  if (s == 0) return "-";
+  if (s >= 3600) std::snprintf(text, sizeof(text), "%.1f h", s / 3600);
+  else if (s >= 60) std::snprintf(text, sizeof(text), "%.1f min", s / 60);
+  else if (s >= 1) std::snprintf(text, sizeof(text), "%.2f s", s);
+  else std::snprintf(text, sizeof(text), "%.2f ms", s * 1e3);
+  return text;
+}
+
+void PrintMemory(std::ostream& out, const PlanEvaluation& e, const HardwareSpec& hw) {
+  const MemoryPlan& m = e.memory;
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %-13s %12s %12s %12s\n", "", "GPU", "CPU", "disk");
+  out << line;
+  auto row = [&](const char* name, const TierBytes& t) {
+    std::snprintf(line, sizeof(line), "  %-13s %12s %12s %12s\n", name,
+                  FormatBytes(t.gpu_bytes).c_str(), FormatBytes(t.cpu_bytes).c_str(),
+                  FormatBytes(t.disk_bytes).c_str());
+    out << line;
+  };
+  row("weights", m.weight_bytes);
+  row("KV cache", m.kv_cache_bytes);
+  row("activations", m.activation_bytes);
+  row("staging", m.staging_bytes);
+  row("workspace", m.workspace_bytes);
+  row("total", m.total_bytes);
+  const TierBytes capacity{hw.gpu_capacity_bytes, hw.cpu_capacity_bytes, hw.disk_capacity_bytes};
+  row("capacity", capacity);
+  std::snprintf(line, sizeof(line), "  %-13s %11.0f%% %11.0f%% %11.0f%%\n", "used",
+                100.0 * m.total_bytes.gpu_bytes / capacity.gpu_bytes,
+                100.0 * m.total_bytes.cpu_bytes / capacity.cpu_bytes,
+                100.0 * m.total_bytes.disk_bytes / capacity.disk_bytes);
+  out << line;
+}
+
+void PrintTimes(std::ostream& out, const PlanEvaluation& e) {
+  const LayerTimes& p = e.cost.prefill.layer;
+  const LayerTimes& d = e.cost.decode.layer;
+  char line[160];
+  auto row = [&](const char* name, double a, double b) {
+    std::snprintf(line, sizeof(line), "  %-16s %24s %24s\n", name, Seconds(a).c_str(),
+                  Seconds(b).c_str());
+    out << line;
+  };
+  std::snprintf(line, sizeof(line), "  %-16s %24s %24s\n", "", "prefill", "decode");
+  out << line;
+  row("disk -> CPU", p.disk_read_s, d.disk_read_s);
+  row("CPU -> disk", p.disk_write_s, d.disk_write_s);
+  row("CPU -> GPU", p.h2d_s, d.h2d_s);
+  row("GPU -> CPU", p.d2h_s, d.d2h_s);
+  row("GPU GEMM", p.gpu_gemm_s, d.gpu_gemm_s);
+  row("GPU attention", p.gpu_attention_s, d.gpu_attention_s);
+  row("CPU attention", p.cpu_attention_s, d.cpu_attention_s);
+  row("4-bit expansion", p.gpu_dequant_s, d.gpu_dequant_s);
+  row("layer step", p.step_s(e.plan.overlap), d.step_s(e.plan.overlap));
+  std::snprintf(line, sizeof(line), "  %-16s %24s %24s\n", "bottleneck", p.Bottleneck().c_str(),
+                d.Bottleneck().c_str());
+  out << line;
+}
+
+void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* search) {
+  std::ostream& out = std::cout;
+  const Workload& w = in.workload;
+  out << "strata plan: " << in.model.name << " on " << in.hardware.name << ", prompt "
+      << w.prompt_len << ", generate " << w.gen_len << ", "
+      << (w.num_prompts ? std::to_string(w.num_prompts) + " prompts" : "open-ended job") << "\n";
+  if (!in.hardware.description.empty()) out << "  hardware: " << in.hardware.description << "\n";
+  out << "\nPolicy (" << (search ? "searched: " + std::to_string(search->lps_solved) +
+                                       " LPs in " + Seconds(search->elapsed_s)
+                                 : std::string("given"))
+      << ")\n" << PlanToString(e.plan) << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
+  out << "\nMemory per tier\n";
+  PrintMemory(out, e, in.hardware);
+  out << "\nPredicted time per layer step (one transformer layer, all micro-batches)\n";
+  PrintTimes(out, e);
+  const CostEstimate& c = e.cost;
+  char line[256];
+  std::snprintf(line, sizeof(line),
+                "\nPredicted throughput: %.3f tokens/s (prefill %.1f tokens/s, decode %.3f "
+                "tokens/s); %lld block(s) of %lld in %s\n",
+                c.throughput_tokens_per_s, c.prefill_tokens_per_s, c.decode_tokens_per_s,
+                static_cast<long long>(c.num_blocks), static_cast<long long>(e.plan.block_size()),
+                Seconds(c.total_s).c_str());
+  out << line;
+  if (search && !search->alternatives.empty()) {
+    out << "\nNext best\n";
+    for (const PlanEvaluation& alt : search->alternatives) {
+      std::snprintf(line, sizeof(line), "  %9.3f tokens/s  %s\n",
+                    alt.cost.throughput_tokens_per_s, PlanToFlexGenFlags(alt.plan).c_str());
+      out << line;
+    }
+  }
+  if (!e.fits.ok()) out << "\nDOES NOT FIT: " << e.fits.message() << "\n";
+}
+
+nlohmann::ordered_json LayerJson(const LayerTimes& t, bool overlap) {
+  return {{"disk_read_s", t.disk_read_s},   {"disk_write_s", t.disk_write_s},
+          {"h2d_s", t.h2d_s},               {"d2h_s", t.d2h_s},
+          {"gpu_gemm_s", t.gpu_gemm_s},     {"gpu_attention_s", t.gpu_attention_s},
+          {"cpu_attention_s", t.cpu_attention_s}, {"gpu_dequant_s", t.gpu_dequant_s},
+          {"step_s", t.step_s(overlap)},    {"bottleneck", t.Bottleneck()}};
+}
+
+nlohmann::ordered_json PlanJson(const Plan& p) {
+  return {{"gpu_batch_size", p.gpu_batch_size},
+          {"num_gpu_batches", p.num_gpu_batches},
+          {"weight_gpu_percent", p.weight_gpu_percent},
+          {"weight_cpu_percent", p.weight_cpu_percent},
+          {"cache_gpu_percent", p.cache_gpu_percent},
+          {"cache_cpu_percent", p.cache_cpu_percent},
+          {"activation_gpu_percent", p.activation_gpu_percent},
+          {"activation_cpu_percent", p.activation_cpu_percent},
+          {"cpu_attention", p.cpu_attention},
+          {"compress_weight", p.compress_weight},
+          {"compress_cache", p.compress_cache},
+          {"overlap", p.overlap},
+          {"flexgen_flags", PlanToFlexGenFlags(p)}};
+}
+
+nlohmann::ordered_json ReportJson(const Inputs& in, const PlanEvaluation& e, const SearchResult* search) {
+  using nlohmann::ordered_json;
+  const MemoryPlan& m = e.memory;
+  const HardwareSpec& hw = in.hardware;
+  json memory;
+  for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+    memory[TierName(t)] = {{"weights_bytes", m.weight_bytes.at(t)},
+                           {"kv_cache_bytes", m.kv_cache_bytes.at(t)},
+                           {"activations_bytes", m.activation_bytes.at(t)},
+                           {"staging_bytes", m.staging_bytes.at(t)},
+                           {"workspace_bytes", m.workspace_bytes.at(t)},
+                           {"total_bytes", m.total_bytes.at(t)}};
+  }
+  memory["GPU"]["capacity_bytes"] = hw.gpu_capacity_bytes;
+  memory["CPU"]["capacity_bytes"] = hw.cpu_capacity_bytes;
+  memory["disk"]["capacity_bytes"] = hw.disk_capacity_bytes;
+  json buffers = json::array();
+  for (const NamedBuffer& b : m.buffers) {
+    buffers.push_back({{"name", b.name}, {"tier", TierName(b.tier)}, {"bytes", b.bytes},
+                       {"count", b.count}, {"staging", b.staging}});
+  }
+  const CostEstimate& c = e.cost;
+  json report = {
+      {"model", in.model.name},
+      {"hardware", hw.name},
+      {"workload",
+       {{"prompt_len", in.workload.prompt_len}, {"gen_len", in.workload.gen_len},
+        {"num_prompts", in.workload.num_prompts}}},
+      {"plan", PlanJson(e.plan)},
+      {"fits", e.fits.ok()},
+      {"memory", memory},
+      {"buffers", buffers},
+      {"time",
+       {{"prefill", {{"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
+                     {"output", LayerJson(c.prefill.output, e.plan.overlap)},
+                     {"total_s", c.prefill.total_s}}},
+        {"decode", {{"layer", LayerJson(c.decode.layer, e.plan.overlap)},
+                    {"output", LayerJson(c.decode.output, e.plan.overlap)},
+                    {"total_s", c.decode.total_s}}},
+        {"block_s", c.block_s},
+        {"num_blocks", c.num_blocks},
+        {"total_s", c.total_s}}},
+      {"throughput_tokens_per_s", c.throughput_tokens_per_s},
+      {"prefill_tokens_per_s", c.prefill_tokens_per_s},
+      {"decode_tokens_per_s", c.decode_tokens_per_s}};
+  if (!e.fits.ok()) report["fit_error"] = e.fits.message();
+  if (search) {
+    report["search"] = {{"lps_solved", search->lps_solved}, {"elapsed_s", search->elapsed_s}};
+    json alternatives = json::array();
+    for (const PlanEvaluation& alt : search->alternatives) {
+      alternatives.push_back({{"plan", PlanJson(alt.plan)},
+                              {"throughput_tokens_per_s", alt.cost.throughput_tokens_per_s}});
+    }
+    report["alternatives"] = alternatives;
+  }
+  return report;
+}
+
+int Fail(const Status& status) {
+  std::cerr << "strata plan: " << status.message() << "\n";
+  return kExitUnusable;
+}
+
+}  // namespace
+
+CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "plan", "Show the memory plan and predicted throughput of a policy (a dry run)");
+  cmd->add_option("--model,-m", o->model, "Model preset (configs/models) or preset YAML")
+      ->required();
+  cmd->add_option("--hardware", o->hardware, "Hardware profile (configs/hardware) or YAML")
+      ->required();
+  cmd->add_option("--prompt-len", o->prompt_len, "Tokens per prompt")->required();
+  cmd->add_option("--gen-len", o->gen_len, "Tokens generated per prompt")->required();
+  cmd->add_option("--num-prompts", o->num_prompts, "Prompts in the job (0: open-ended)")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "Print JSON instead of tables");
+  CLI::Option* policy =
+      cmd->add_option("--policy", o->policy, "auto (search) or a plan YAML file")
+          ->capture_default_str();
+  CLI::Option* percent =
+      cmd->add_option("--percent", o->percent,
+                      "Evaluate this placement: WG WC CG CC AG AC (percent of weights, KV cache, "
+                      "activations on GPU and CPU; disk gets the rest)")
+          ->expected(6);
+  percent->excludes(policy);
+  cmd->add_option("--gpu-batch-size", o->gpu_batch_size, "With --percent")->needs(percent);
+  cmd->add_option("--num-gpu-batches", o->num_gpu_batches, "With --percent")->needs(percent);
+  cmd->add_flag("--cpu-attention", o->cpu_attention, "With --percent")->needs(percent);
+  cmd->add_flag("--compress-weight", o->compress_weight, "With --percent")->needs(percent);
+  cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
+  cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
+  cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")
+      ->excludes(percent);
+  cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")
+      ->excludes(percent);
+  return cmd;
+}
+
+int PlanCommand(const PlanOptions& o) {
+  Result<Inputs> in = LoadInputs(o);
+  if (!in.ok()) return Fail(in.status());
+  std::optional<SearchResult> searched;
+  PlanEvaluation evaluation;
+  if (o.percent.empty() && o.policy == "auto") {
+    SearchOptions options;
+    options.allow_compress_weight = options.allow_compress_cache = !o.no_compression;
+    options.allow_cpu_attention = !o.no_cpu_attention;
+    Result<SearchResult> r = SearchPlan(in->model, in->workload, in->hardware, options);
+    if (!r.ok()) return Fail(r.status());
+    searched = std::move(r).value();
+    evaluation = searched->best;
+  } else {
+    Result<Plan> plan = GivenPlan(o);
+    if (!plan.ok()) return Fail(plan.status());
+    Result<PlanEvaluation> e = EvaluatePlan(in->model, in->workload, *plan, in->hardware);
+    if (!e.ok()) return Fail(e.status());
+    evaluation = std::move(e).value();
+  }
+  const SearchResult* search = searched ? &*searched : nullptr;
+  if (o.json) {
+    std::cout << ReportJson(*in, evaluation, search).dump(2) << "\n";
+  } else {
+    PrintReport(*in, evaluation, search);
+  }
+  return evaluation.fits.ok() ? kExitOk : kExitUnusable;
+}
+
+}  // namespace strata

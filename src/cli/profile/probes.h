@@ -1,0 +1,44 @@
+// Measurements of the machine `strata profile` runs on, each bounded to about a second or two.
+// Rates are in GB/s (1e9 bytes/s) or TFLOPS. Not thread-safe with each other: run one at a time
+// so that each has the whole machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "src/core/status.h"
+
+namespace strata::profile {
+
+// Host memory read bandwidth, all cores.
+double HostReadGbps();
+// One thread's memcpy bandwidth: what the CPU build's emulated device copy thread moves.
+double MemcpyGbps();
+// fp32 GEMM (kernels/cpu/gemm.h, BLAS) at a prefill shape (512 x 4096 x 4096) and a decode shape
+// (16 x 4096 x 4096), all cores.
+double GemmTflops(int rows);
+// The CPU attention kernels (kernels/cpu): decode over an fp32 cache and over the 4-bit cache, in
+// cache bytes read per second; prefill attention in TFLOPS counted as 4 * tokens^2 * heads *
+// head_dim (FlexGen's count, which the cost model uses).
+double DecodeAttentionGbps();
+double DecodeAttentionQ4Gbps();
+double PrefillAttentionTflops();
+// 4-bit weight expansion (kernels/cpu/weight_q4.h), elements per second times 2.
+double ExpandQ4Gbps();
+
+struct DiskRates {
+  double read_gbps = 0;
+  double write_gbps = 0;
+  bool direct = true;  // O_DIRECT was accepted; false: buffered I/O with fdatasync
+};
+// Writes then reads a scratch file of up to `max_bytes` in `dir` with 4 MiB pwrite/pread requests
+// (one at a time, not yet through strata's io_uring disk tier), stopping early after about two
+// seconds each way; removes the file. IoError when the directory cannot take the file.
+Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
+
+// Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs), online cores.
+int64_t AvailableHostBytes();
+Result<int64_t> FreeDiskBytes(const std::string& dir);
+int OnlineCores();
+
+}  // namespace strata::profile

@@ -1,0 +1,115 @@
+#include "src/cli/profile_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "policy/hardware_spec.h"
+#include "src/cli/exit_codes.h"
+#include "src/cli/profile/probes.h"
+
+namespace strata {
+namespace {
+
+// The emulated device takes a quarter of the available memory (at most 16 GiB); pinned host
+// memory gets 60%; the rest stays with the OS and the page cache.
+constexpr double kDeviceShare = 0.25;
+constexpr int64_t kDeviceMaxBytes = int64_t{16} << 30;
+constexpr double kHostShare = 0.60;
+constexpr int64_t kDiskProbeBytes = int64_t{1} << 30;
+
+std::string HostName() {
+  char name[256] = {};
+  return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "this-machine";
+}
+
+void Step(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
+
+}  // namespace
+
+CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* o) {
+  CLI::App* cmd = app.add_subcommand("profile", "Measure this machine; write a hardware profile");
+  cmd->add_option("--out,-o", o->out, "Hardware profile YAML to write")->required();
+  cmd->add_option("--offload-dir", o->offload_dir, "Directory whose disk is measured")
+      ->capture_default_str();
+  cmd->add_option("--name", o->name, "Profile name (default: the host name)");
+  return cmd;
+}
+
+int ProfileCommand(const ProfileOptions& o) {
+  HardwareSpec hw;
+  hw.name = o.name.empty() ? HostName() : o.name;
+
+  Step("capacities");
+  const int64_t available = profile::AvailableHostBytes();
+  Result<int64_t> free_disk = profile::FreeDiskBytes(o.offload_dir);
+  if (!free_disk.ok()) {
+    std::cerr << "strata profile: " << free_disk.status().message() << "\n";
+    return kExitUnusable;
+  }
+  hw.gpu_capacity_bytes = std::min<int64_t>(kDeviceMaxBytes, available * kDeviceShare);
+  hw.cpu_capacity_bytes = static_cast<int64_t>(available * kHostShare);
+  hw.disk_capacity_bytes = *free_disk;
+  hw.cpu_cores = profile::OnlineCores();
+
+  Step("disk (O_DIRECT pwrite/pread, 4 MiB requests)");
+  Result<profile::DiskRates> disk =
+      profile::MeasureDisk(o.offload_dir, std::min(kDiskProbeBytes, *free_disk / 4));
+  if (!disk.ok()) {
+    std::cerr << "strata profile: " << disk.status().message() << "\n";
+    return kExitUnusable;
+  }
+  hw.disk_read_gbps = disk->read_gbps;
+  hw.disk_write_gbps = disk->write_gbps;
+
+  Step("host memory");
+  hw.cpu_memory_gbps = profile::HostReadGbps();
+  Step("copies");
+  hw.h2d_gbps = hw.d2h_gbps = profile::MemcpyGbps();
+  Step("GEMM");
+  hw.gpu_prefill_tflops = profile::GemmTflops(512);
+  hw.gpu_decode_tflops = profile::GemmTflops(16);
+  Step("attention");
+  hw.cpu_attention_gbps = profile::DecodeAttentionGbps();
+  hw.cpu_attention_q4_gbps = profile::DecodeAttentionQ4Gbps();
+  hw.gpu_attention_prefill_tflops = profile::PrefillAttentionTflops();
+  Step("4-bit expansion");
+  hw.gpu_dequant_gbps = profile::ExpandQ4Gbps();
+
+  // The emulated device computes with the same CPU kernels and reads the same host memory.
+  hw.gpu_memory_gbps = hw.cpu_memory_gbps;
+  hw.gpu_attention_gbps = hw.cpu_attention_gbps;
+  hw.gpu_attention_q4_gbps = hw.cpu_attention_q4_gbps;
+  hw.gpu_emulated = hw.h2d_emulated = hw.d2h_emulated = true;
+  hw.description = "measured by strata profile on " + HostName() +
+                   " without a GPU: device numbers are the CPU build's emulated device (host "
+                   "arena of " + std::to_string(int(kDeviceShare * 100)) +
+                   "% of available memory, memcpy copy thread, fp32 CPU kernels); disk by " +
+                   (disk->direct ? "O_DIRECT" : "buffered (O_DIRECT refused)") +
+                   " pread/pwrite, 4 MiB requests, one at a time (not yet the io_uring tier)";
+  Status valid = hw.Validate();
+  if (!valid.ok()) {
+    std::cerr << "strata profile: a measurement came out unusable: " << valid.message() << "\n";
+    return kExitUnusable;
+  }
+  const std::string yaml = HardwareSpecToYaml(hw);
+  std::ofstream out(o.out);
+  out << "# Written by `strata profile`. Rates in GB/s (1e9 bytes/s) and TFLOPS; see\n"
+      << "# policy/hardware_spec.h for what each key means.\n"
+      << yaml;
+  out.close();
+  if (!out) {
+    std::cerr << "strata profile: cannot write '" << o.out << "'\n";
+    return kExitUnusable;
+  }
+  std::cout << yaml;
+  std::cerr << "strata profile: wrote " << o.out << "\n";
+  return kExitOk;
+}
+
+}  // namespace strata

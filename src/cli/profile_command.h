@@ -1,0 +1,25 @@
+// `strata profile`: measures this machine and writes a hardware profile (policy/hardware_spec.h).
+// Without a GPU the device tier is the CPU build's emulated device — a capacity-limited host
+// arena with its own copy thread, computing on the CPU — and its numbers are marked emulated.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace strata {
+
+struct ProfileOptions {
+  std::string out;                // the YAML file to write
+  std::string offload_dir = ".";  // where the disk is measured (a scratch file, removed)
+  std::string name;               // profile name; default: the host name
+};
+
+CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* options);
+
+// Runs the measurements (about 15 s), writes the profile and prints it; returns an exit code.
+int ProfileCommand(const ProfileOptions& options);
+
+}  // namespace strata

@@ -1,0 +1,86 @@
+// The output journal of a job: lines appended by OutputWriter and made durable by Flush, and
+// RecoverOutputJournal, which reads what an earlier run left so that a restarted job skips the
+// requests already answered and never writes a line twice.
+#pragma once
+
+#include <zstd.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+
+#include "src/core/status.h"
+
+namespace strata {
+
+struct OutputWriterOptions {
+  int zstd_level = 3;  // compression level for ".zst" outputs (1 fastest .. 19 smallest)
+};
+
+// Appends lines to an output file. A path ending in ".zst" is written as zstd with one frame
+// per Flush, so a file cut short by a crash still decodes up to its last flushed frame.
+// Not thread-safe.
+class OutputWriter {
+ public:
+  // Opens `path` for appending, creating it when missing. The parent directory must exist (a
+  // missing one is NotFound naming it). An existing plain file must end with a complete line:
+  // run RecoverOutputJournal on it first, or Open returns Corrupt.
+  static Result<std::unique_ptr<OutputWriter>> Open(const std::string& path,
+                                                    const OutputWriterOptions& options = {});
+
+  // Closes the file. Lines appended since the last Flush are discarded, never half-written.
+  ~OutputWriter();
+  OutputWriter(const OutputWriter&) = delete;
+  OutputWriter& operator=(const OutputWriter&) = delete;
+
+  // Buffers one line; the newline is added. REQUIRES: `line` holds no '\n' (the Format*Line
+  // functions never produce one).
+  void Append(std::string_view line);
+
+  // Writes the buffered lines and fsyncs the file: when it returns ok they survive a crash.
+  // A failed write is undone where possible (a plain file is cut back to its last flushed
+  // size) and the writer then refuses further flushes with the same error. Errors:
+  // ResourceExhausted when the disk is full, IoError otherwise.
+  Status Flush();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  OutputWriter(std::string path, int fd, const OutputWriterOptions& options)
+      : path_(std::move(path)), fd_(fd), options_(options) {}
+
+  // Writes all of `data` at the end of the file.
+  Status WriteAll(std::string_view data);
+
+  std::string path_;
+  int fd_ = -1;
+  OutputWriterOptions options_;
+  ZSTD_CCtx* cctx_ = nullptr;   // set for ".zst" outputs
+  uint64_t flushed_bytes_ = 0;  // file size after the last successful Flush
+  std::string pending_;         // lines appended since the last Flush
+  Status status_;
+};
+
+// What an output file already holds.
+struct OutputJournal {
+  std::unordered_set<std::string> custom_ids;  // ids with a line: completion or error
+  // Input line numbers of error lines without a custom_id (e.g. invalid JSON), so that a
+  // restarted job need not report them again.
+  std::unordered_set<uint64_t> error_lines;
+  uint64_t lines = 0;          // complete lines kept
+  uint64_t dropped_bytes = 0;  // bytes of a torn tail cut off the file; 0 when none
+};
+
+// Reads the output file at `path` (plain, or zstd by its magic bytes) and returns what it holds.
+// A torn tail left by a crash is cut off the file: for a plain file everything after the last
+// newline, for zstd everything after the last complete frame that ends on a line boundary
+// (damaged zstd data counts as a torn tail too). A missing file is an empty journal. The cut is
+// fsynced before returning.
+// Errors: Corrupt naming the line when a complete line is not a JSON object with a string or
+// null "custom_id" (the file was not written by strata), Corrupt when the ".zst" suffix and the
+// zstd magic bytes disagree; IoError.
+Result<OutputJournal> RecoverOutputJournal(const std::string& path);
+
+}  // namespace strata

@@ -1,0 +1,201 @@
+#include "src/model/hf_config.h"
+
+#include <limits>
+
+#include "src/model/json_file.h"
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+// Reads a required integer field that must fit in an int.
+Status RequireInt(const json& c, const char* key, const std::string& source, int* out) {
+  const std::optional<int64_t> v = JsonInt(c, key);
+  if (!v) return Status::Corrupt(source + ": missing integer '" + key + "'");
+  if (*v < std::numeric_limits<int>::min() || *v > std::numeric_limits<int>::max()) {
+    return Status::OutOfRange(source + ": '" + key + "' = " + std::to_string(*v) +
+                              " is out of range");
+  }
+  *out = static_cast<int>(*v);
+  return Status::Ok();
+}
+
+// Like RequireInt, but `fallback` when the field is absent or null.
+Status OptionalInt(const json& c, const char* key, const std::string& source, int fallback,
+                   int* out) {
+  if (!c.contains(key) || c[key].is_null()) {
+    *out = fallback;
+    return Status::Ok();
+  }
+  return RequireInt(c, key, source, out);
+}
+
+// A token id field: an integer, a list whose first element is taken (Llama 3's eos), null for
+// none (-1), or `fallback` when absent.
+int TokenId(const json& c, const char* key, int fallback) {
+  if (!c.contains(key)) return fallback;
+  const json& v = c[key];
+  const json* first = v.is_array() && !v.empty() ? &v[0] : &v;
+  if (!first->is_number_integer()) return -1;
+  const int64_t id = first->get<int64_t>();
+  return id >= 0 && id <= std::numeric_limits<int>::max() ? static_cast<int>(id) : -1;
+}
+
+// Reads a `rope_scaling` (or transformers 5 `rope_parameters`) object.
+Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* out) {
+  if (!rs.is_object()) return Status::Corrupt(source + ": 'rope_scaling' is not an object");
+  std::optional<std::string> type = JsonString(rs, "rope_type");
+  if (!type) type = JsonString(rs, "type");
+  if (!type) return Status::Corrupt(source + ": rope_scaling has no 'rope_type' or 'type'");
+  if (*type == "default") return Status::Ok();
+  const std::optional<double> factor = JsonNumber(rs, "factor");
+  if (!factor || *factor <= 0) {
+    return Status::Corrupt(source + ": rope_scaling '" + *type + "' needs a positive 'factor'");
+  }
+  out->factor = static_cast<float>(*factor);
+  if (*type == "linear") {
+    out->kind = RopeScalingKind::kLinear;
+    return Status::Ok();
+  }
+  if (*type != "llama3") {
+    return Status::Unsupported(source + ": rope_scaling type '" + *type +
+                               "' is not supported (strata implements linear and llama3)");
+  }
+  const std::optional<double> low = JsonNumber(rs, "low_freq_factor");
+  const std::optional<double> high = JsonNumber(rs, "high_freq_factor");
+  const std::optional<int64_t> original = JsonInt(rs, "original_max_position_embeddings");
+  if (!low || !high || !original || *original <= 0 || *original > std::numeric_limits<int>::max()) {
+    return Status::Corrupt(source +
+                           ": llama3 rope_scaling needs low_freq_factor, "
+                           "high_freq_factor and original_max_position_embeddings");
+  }
+  out->kind = RopeScalingKind::kLlama3;
+  out->low_freq_factor = static_cast<float>(*low);
+  out->high_freq_factor = static_cast<float>(*high);
+  out->original_max_position_embeddings = static_cast<int>(*original);
+  return Status::Ok();
+}
+
+Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
+  const std::string act = JsonString(c, "hidden_act").value_or("silu");
+  if (act != "silu") {
+    return Status::Unsupported(source + ": Llama hidden_act '" + act +
+                               "' (only silu is supported)");
+  }
+  if (JsonString(c, "model_type") == "mistral") {
+    const std::optional<int64_t> window = JsonInt(c, "sliding_window");
+    const int64_t max_pos = JsonInt(c, "max_position_embeddings").value_or(0);
+    if (window && *window < max_pos) {
+      return Status::Unsupported(source + ": Mistral sliding-window attention (window " +
+                                 std::to_string(*window) + ") is not supported");
+    }
+  }
+  m->arch = Architecture::kLlama;
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "vocab_size", source, &m->vocab_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "hidden_size", source, &m->hidden_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "intermediate_size", source, &m->intermediate_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "num_hidden_layers", source, &m->num_layers));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "num_attention_heads", source, &m->num_heads));
+  STRATA_RETURN_IF_ERROR(
+      OptionalInt(c, "num_key_value_heads", source, m->num_heads, &m->num_kv_heads));
+  const int default_head_dim = m->num_heads > 0 ? m->hidden_size / m->num_heads : 0;
+  STRATA_RETURN_IF_ERROR(OptionalInt(c, "head_dim", source, default_head_dim, &m->head_dim));
+  STRATA_RETURN_IF_ERROR(
+      OptionalInt(c, "max_position_embeddings", source, 2048, &m->max_position_embeddings));
+  m->norm = NormKind::kRmsNorm;
+  m->norm_eps = static_cast<float>(JsonNumber(c, "rms_norm_eps").value_or(1e-6));
+  m->activation = Activation::kSilu;
+  m->gated_mlp = true;
+  m->attention_bias = JsonBool(c, "attention_bias").value_or(false);
+  m->mlp_bias = JsonBool(c, "mlp_bias").value_or(false);
+  m->tie_word_embeddings = JsonBool(c, "tie_word_embeddings").value_or(false);
+  m->use_rope = true;
+  m->position_offset = 0;
+  // transformers 5 moves rope_theta and the scaling into one `rope_parameters` object.
+  const json* params = nullptr;
+  if (auto it = c.find("rope_parameters"); it != c.end() && it->is_object()) params = &*it;
+  const json* scaling = params;
+  if (auto it = c.find("rope_scaling"); it != c.end() && !it->is_null()) scaling = &*it;
+  std::optional<double> theta = JsonNumber(c, "rope_theta");
+  if (!theta && params != nullptr) theta = JsonNumber(*params, "rope_theta");
+  m->rope_theta = static_cast<float>(theta.value_or(10000.0));
+  if (scaling != nullptr) {
+    STRATA_RETURN_IF_ERROR(ParseRopeScaling(*scaling, source, &m->rope_scaling));
+  }
+  m->bos_token_id = TokenId(c, "bos_token_id", 1);
+  m->eos_token_id = TokenId(c, "eos_token_id", 2);
+  m->pad_token_id = TokenId(c, "pad_token_id", -1);
+  return Status::Ok();
+}
+
+Status ParseOpt(const json& c, const std::string& source, ModelConfig* m) {
+  m->arch = Architecture::kOpt;
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "vocab_size", source, &m->vocab_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "hidden_size", source, &m->hidden_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "ffn_dim", source, &m->intermediate_size));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "num_hidden_layers", source, &m->num_layers));
+  STRATA_RETURN_IF_ERROR(RequireInt(c, "num_attention_heads", source, &m->num_heads));
+  STRATA_RETURN_IF_ERROR(
+      RequireInt(c, "max_position_embeddings", source, &m->max_position_embeddings));
+  int proj_dim = 0;
+  STRATA_RETURN_IF_ERROR(OptionalInt(c, "word_embed_proj_dim", source, m->hidden_size, &proj_dim));
+  if (!JsonBool(c, "do_layer_norm_before").value_or(true) || proj_dim != m->hidden_size) {
+    return Status::Unsupported(source +
+                               ": OPT-350m style post-LayerNorm/projection is not supported");
+  }
+  if (!JsonBool(c, "layer_norm_elementwise_affine").value_or(true)) {
+    return Status::Unsupported(source + ": OPT without LayerNorm weights is not supported");
+  }
+  const std::string act = JsonString(c, "activation_function").value_or("relu");
+  if (act == "relu") {
+    m->activation = Activation::kRelu;
+  } else if (act == "gelu") {
+    m->activation = Activation::kGelu;
+  } else {
+    return Status::Unsupported(source + ": OPT activation_function '" + act +
+                               "' (relu and gelu are supported)");
+  }
+  m->num_kv_heads = m->num_heads;
+  m->head_dim = m->num_heads > 0 ? m->hidden_size / m->num_heads : 0;
+  m->norm = NormKind::kLayerNorm;
+  m->norm_eps = 1e-5f;
+  m->gated_mlp = false;
+  m->attention_bias = JsonBool(c, "enable_bias").value_or(true);
+  m->mlp_bias = m->attention_bias;
+  m->tie_word_embeddings = JsonBool(c, "tie_word_embeddings").value_or(true);
+  m->use_rope = false;
+  m->position_offset = 2;
+  m->bos_token_id = TokenId(c, "bos_token_id", 2);
+  m->eos_token_id = TokenId(c, "eos_token_id", 2);
+  m->pad_token_id = TokenId(c, "pad_token_id", 1);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ModelConfig> ParseHfConfig(const json& config, const std::string& source) {
+  if (!config.is_object()) return Status::Corrupt(source + ": not a JSON object");
+  const std::optional<std::string> type = JsonString(config, "model_type");
+  if (!type) return Status::Corrupt(source + ": missing string 'model_type'");
+  ModelConfig m;
+  if (*type == "opt") {
+    STRATA_RETURN_IF_ERROR(ParseOpt(config, source, &m));
+  } else if (*type == "llama" || *type == "mistral") {
+    STRATA_RETURN_IF_ERROR(ParseLlama(config, source, &m));
+  } else {
+    return Status::Unsupported(source + ": model_type '" + *type +
+                               "' is not supported (strata runs opt and llama-family models)");
+  }
+  // Some configs name a pad id past the vocabulary (an added token never trained); none is used.
+  if (m.pad_token_id >= m.vocab_size) m.pad_token_id = -1;
+  STRATA_RETURN_IF_ERROR(m.Validate().WithContext(source));
+  return m;
+}
+
+Result<ModelConfig> ReadHfConfig(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(json config, ReadJsonFile(path));
+  return ParseHfConfig(config, path);
+}
+
+}  // namespace strata

@@ -1,0 +1,85 @@
+#include "src/model/model.h"
+
+#include <cstring>
+#include <filesystem>
+#include <unordered_set>
+
+#include "src/io/mapped_file.h"
+#include "src/model/model_builder.h"
+
+namespace strata {
+namespace {
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+uint64_t Model::weight_bytes() const {
+  std::unordered_set<const void*> seen;
+  uint64_t total = 0;
+  auto add = [&](const TensorView& v) {
+    if (v.present() && seen.insert(v.data).second) total += v.bytes();
+  };
+  const ModelWeights& w = weights_;
+  for (const TensorView* v :
+       {&w.token_embedding, &w.position_embedding, &w.final_norm, &w.final_norm_bias, &w.lm_head}) {
+    add(*v);
+  }
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* v : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
+                                &l.bk, &l.bv, &l.bo, &l.mlp_norm, &l.mlp_norm_bias, &l.w_gate,
+                                &l.b_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down}) {
+      add(*v);
+    }
+  }
+  return total;
+}
+
+ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
+  model_->source_ = std::move(source);
+}
+
+void ModelBuilder::AddFile(std::unique_ptr<MappedFile> file) {
+  model_->files_.push_back(std::move(file));
+}
+
+float* ModelBuilder::NewBuffer(size_t n) {
+  model_->owned_.emplace_back(n);
+  return model_->owned_.back().data();
+}
+
+TensorView ModelBuilder::Aligned(const TensorView& view) {
+  if (reinterpret_cast<uintptr_t>(view.data) % DTypeBytes(view.dtype) == 0) return view;
+  const size_t n = static_cast<size_t>(view.numel());
+  // Converters may assume element alignment, so the bytes move to aligned storage first.
+  std::vector<uint32_t> aligned((n * DTypeBytes(view.dtype) + 3) / 4);
+  std::memcpy(aligned.data(), view.data, n * DTypeBytes(view.dtype));
+  float* copy = NewBuffer(n);
+  ConvertToFloat(view.dtype, aligned.data(), copy, n);
+  return TensorView{DType::kF32, view.shape, copy};
+}
+
+Status ModelBuilder::CheckShape(const std::string& name, const std::vector<int64_t>& shape,
+                                const std::vector<int64_t>& expected) const {
+  if (shape == expected) return Status::Ok();
+  return Status::Corrupt(model_->source_ + ": tensor '" + name + "' has shape " +
+                         ShapeString(shape) + " but the config implies " + ShapeString(expected));
+}
+
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status)) {
+    return Status::NotFound(path + ": no such model file or directory");
+  }
+  if (std::filesystem::is_directory(status)) return LoadHfModel(path);
+  return LoadGgufModel(path);
+}
+
+}  // namespace strata

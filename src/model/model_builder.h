@@ -1,0 +1,46 @@
+// ModelBuilder: the loaders' write access to a Model under construction (internal to
+// src/model). The Hugging Face and GGUF loaders fill one in, then Finish() hands the Model out.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "src/model/model.h"
+
+namespace strata {
+
+class ModelBuilder {
+ public:
+  explicit ModelBuilder(std::string source);
+
+  ModelConfig& config() { return model_->config_; }
+  ModelWeights& weights() { return model_->weights_; }
+  GgufTokenizerData& gguf_tokenizer() { return model_->gguf_tokenizer_; }
+  void set_tokenizer_json_path(std::string p) { model_->tokenizer_json_path_ = std::move(p); }
+  void set_chat_template(std::string t) { model_->chat_template_ = std::move(t); }
+
+  // Keeps `file` alive as long as the Model, for the views into it.
+  void AddFile(std::unique_ptr<MappedFile> file);
+  // A zeroed F32 buffer of `n` elements owned by the Model.
+  float* NewBuffer(size_t n);
+  // `view` itself when its data is aligned to its element size, else an F32 copy the Model owns
+  // (safetensors does not promise alignment).
+  TensorView Aligned(const TensorView& view);
+  // Corrupt naming `name` and both shapes unless `shape` == `expected`.
+  Status CheckShape(const std::string& name, const std::vector<int64_t>& shape,
+                    const std::vector<int64_t>& expected) const;
+
+  // REQUIRES: called once, last.
+  std::unique_ptr<Model> Finish() { return std::move(model_); }
+
+ private:
+  std::unique_ptr<Model> model_;
+};
+
+// Loads a Hugging Face model directory; see LoadModel().
+Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
+// Loads a GGUF file of architecture llama, expanding every tensor to F32; see LoadModel().
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path);
+
+}  // namespace strata

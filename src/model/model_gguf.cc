@@ -1,0 +1,249 @@
+// LoadGgufModel: a GGUF file of architecture llama to a Model with every tensor in F32.
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "src/io/mapped_file.h"
+#include "src/model/gguf.h"
+#include "src/model/gguf_dequant.h"
+#include "src/model/model_builder.h"
+
+namespace strata {
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+class GgufModelReader {
+ public:
+  GgufModelReader(const GgufFile& gguf, ModelBuilder& b) : gguf_(gguf), b_(b) {}
+
+  Status ReadConfig() {
+    const std::string* arch = String("general.architecture");
+    if (arch == nullptr) return Corrupt("metadata 'general.architecture' is missing");
+    if (*arch != "llama") {
+      return Status::Unsupported(gguf_.path() + ": GGUF architecture '" + *arch +
+                                 "' is not supported (strata reads llama)");
+    }
+    if (gguf_.FindTensor("rope_freqs.weight") != nullptr) {
+      return Status::Unsupported(gguf_.path() +
+                                 ": per-dimension RoPE frequencies "
+                                 "(rope_freqs.weight, Llama 3.1 scaling) are not supported in "
+                                 "GGUF; load the Hugging Face directory instead");
+    }
+    ModelConfig& c = b_.config();
+    c.arch = Architecture::kLlama;
+    STRATA_RETURN_IF_ERROR(Int("llama.block_count", std::nullopt, &c.num_layers));
+    STRATA_RETURN_IF_ERROR(Int("llama.context_length", std::nullopt, &c.max_position_embeddings));
+    STRATA_RETURN_IF_ERROR(Int("llama.embedding_length", std::nullopt, &c.hidden_size));
+    STRATA_RETURN_IF_ERROR(Int("llama.feed_forward_length", std::nullopt, &c.intermediate_size));
+    STRATA_RETURN_IF_ERROR(Int("llama.attention.head_count", std::nullopt, &c.num_heads));
+    STRATA_RETURN_IF_ERROR(Int("llama.attention.head_count_kv", c.num_heads, &c.num_kv_heads));
+    const int default_head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
+    STRATA_RETURN_IF_ERROR(Int("llama.attention.key_length", default_head_dim, &c.head_dim));
+    int value_dim = 0, rope_dim = 0;
+    STRATA_RETURN_IF_ERROR(Int("llama.attention.value_length", c.head_dim, &value_dim));
+    STRATA_RETURN_IF_ERROR(Int("llama.rope.dimension_count", c.head_dim, &rope_dim));
+    if (value_dim != c.head_dim || rope_dim != c.head_dim) {
+      return Status::Unsupported(gguf_.path() +
+                                 ": value_length or rope.dimension_count differs "
+                                 "from the head dimension (partial RoPE is not supported)");
+    }
+    const std::vector<std::string>* tokens = Strings("tokenizer.ggml.tokens");
+    const int tokens_count =
+        tokens ? static_cast<int>(std::min<size_t>(tokens->size(), INT32_MAX)) : 0;
+    STRATA_RETURN_IF_ERROR(Int("llama.vocab_size", tokens_count, &c.vocab_size));
+    c.norm = NormKind::kRmsNorm;
+    c.norm_eps = static_cast<float>(Float("llama.attention.layer_norm_rms_epsilon", 1e-5));
+    c.activation = Activation::kSilu;
+    c.gated_mlp = true;
+    c.use_rope = true;
+    c.rope_theta = static_cast<float>(Float("llama.rope.freq_base", 10000.0));
+    STRATA_RETURN_IF_ERROR(ReadRopeScaling(&c.rope_scaling));
+    c.tie_word_embeddings = gguf_.FindTensor("output.weight") == nullptr;
+    STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.bos_token_id", -1, &c.bos_token_id));
+    STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.eos_token_id", -1, &c.eos_token_id));
+    STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.padding_token_id", -1, &c.pad_token_id));
+    if (c.pad_token_id >= c.vocab_size) c.pad_token_id = -1;
+    return c.Validate().WithContext(gguf_.path());
+  }
+
+  Status ReadTokenizer() {
+    GgufTokenizerData& t = b_.gguf_tokenizer();
+    if (const std::string* s = String("tokenizer.ggml.model")) t.model = *s;
+    if (const std::string* s = String("tokenizer.ggml.pre")) t.pre = *s;
+    if (const std::vector<std::string>* s = Strings("tokenizer.ggml.tokens")) t.tokens = *s;
+    if (const std::vector<std::string>* s = Strings("tokenizer.ggml.merges")) t.merges = *s;
+    if (const GgufValue* types = gguf_.Find("tokenizer.ggml.token_type")) {
+      if (types->type() != GgufValueType::kArray || types->size() != t.tokens.size()) {
+        return Corrupt("tokenizer.ggml.token_type is not an array as long as the token list");
+      }
+      t.token_types.reserve(t.tokens.size());
+      for (uint64_t i = 0; i < types->size(); ++i) {
+        const std::optional<int64_t> v = types->IntAt(i);
+        if (!v) return Corrupt("tokenizer.ggml.token_type holds a non-integer");
+        t.token_types.push_back(static_cast<int32_t>(*v));
+      }
+    }
+    if (t.tokens.size() > static_cast<size_t>(b_.config().vocab_size)) {
+      return Corrupt("the tokenizer has more tokens than the model's vocabulary");
+    }
+    const int n = static_cast<int>(t.tokens.size());
+    const char* id_keys[] = {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id",
+                             "tokenizer.ggml.eot_token_id", "tokenizer.ggml.padding_token_id"};
+    int* ids[] = {&t.bos_token_id, &t.eos_token_id, &t.eot_token_id, &t.pad_token_id};
+    for (int k = 0; k < 4; ++k) {
+      STRATA_RETURN_IF_ERROR(Int(id_keys[k], -1, ids[k]));
+      if (*ids[k] < -1 || *ids[k] >= n) return Corrupt(std::string(id_keys[k]) + " out of range");
+    }
+    // llama.cpp's default: SentencePiece vocabularies add BOS, BPE ones do not.
+    const GgufValue* add_bos = gguf_.Find("tokenizer.ggml.add_bos_token");
+    t.add_bos = add_bos && add_bos->AsBool() ? *add_bos->AsBool() : t.model == "llama";
+    if (const std::string* s = String("tokenizer.chat_template")) b_.set_chat_template(*s);
+    return Status::Ok();
+  }
+
+  Status ReadWeights() {
+    const ModelConfig& c = b_.config();
+    const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
+                  kv = int64_t{c.num_kv_heads} * c.head_dim, ffn = c.intermediate_size;
+    ModelWeights& w = b_.weights();
+    STRATA_RETURN_IF_ERROR(Expand("token_embd.weight", {c.vocab_size, h}, 0, &w.token_embedding));
+    w.layers.resize(static_cast<size_t>(c.num_layers));
+    for (int i = 0; i < c.num_layers; ++i) {
+      LayerWeights& l = w.layers[static_cast<size_t>(i)];
+      const std::string p = "blk." + std::to_string(i) + ".";
+      STRATA_RETURN_IF_ERROR(Expand(p + "attn_norm.weight", {h}, 0, &l.attn_norm));
+      STRATA_RETURN_IF_ERROR(Expand(p + "attn_q.weight", {q, h}, c.num_heads, &l.wq));
+      STRATA_RETURN_IF_ERROR(Expand(p + "attn_k.weight", {kv, h}, c.num_kv_heads, &l.wk));
+      STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.weight", {kv, h}, 0, &l.wv));
+      STRATA_RETURN_IF_ERROR(Expand(p + "attn_output.weight", {h, q}, 0, &l.wo));
+      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_norm.weight", {h}, 0, &l.mlp_norm));
+      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_gate.weight", {ffn, h}, 0, &l.w_gate));
+      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_up.weight", {ffn, h}, 0, &l.w_up));
+      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_down.weight", {h, ffn}, 0, &l.w_down));
+    }
+    STRATA_RETURN_IF_ERROR(Expand("output_norm.weight", {h}, 0, &w.final_norm));
+    if (c.tie_word_embeddings) {
+      w.lm_head = w.token_embedding;
+    } else {
+      STRATA_RETURN_IF_ERROR(Expand("output.weight", {c.vocab_size, h}, 0, &w.lm_head));
+    }
+    // As llama.cpp does, refuse tensors the forward would ignore (biases, extra norms): running
+    // without them would silently compute something else.
+    for (const GgufTensorInfo& info : gguf_.tensors()) {
+      if (used_.count(info.name) == 0) {
+        return Status::Unsupported(gguf_.path() + ": tensor '" + info.name +
+                                   "' is not part of the llama layout strata runs");
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  Status Corrupt(const std::string& what) const {
+    return Status::Corrupt(gguf_.path() + ": " + what);
+  }
+
+  const std::string* String(const char* key) const {
+    const GgufValue* v = gguf_.Find(key);
+    return v ? v->AsString() : nullptr;
+  }
+
+  const std::vector<std::string>* Strings(const char* key) const {
+    const GgufValue* v = gguf_.Find(key);
+    if (v == nullptr || v->type() != GgufValueType::kArray ||
+        v->element_type() != GgufValueType::kString) {
+      return nullptr;
+    }
+    return &v->strings();
+  }
+
+  // An int-valued key; `fallback` when absent (Corrupt when absent without one, or not an int).
+  Status Int(const char* key, std::optional<int> fallback, int* out) const {
+    const GgufValue* v = gguf_.Find(key);
+    if (v == nullptr && fallback) {
+      *out = *fallback;
+      return Status::Ok();
+    }
+    const std::optional<int64_t> i = v ? v->AsInt() : std::nullopt;
+    if (!i || *i < std::numeric_limits<int>::min() || *i > std::numeric_limits<int>::max()) {
+      return Corrupt(std::string("metadata '") + key + "' is missing or not an integer");
+    }
+    *out = static_cast<int>(*i);
+    return Status::Ok();
+  }
+
+  double Float(const char* key, double fallback) const {
+    const GgufValue* v = gguf_.Find(key);
+    const std::optional<double> f = v ? v->AsFloat() : std::nullopt;
+    return f.value_or(fallback);
+  }
+
+  Status ReadRopeScaling(RopeScaling* out) const {
+    const std::string* type = String("llama.rope.scaling.type");
+    double factor = Float("llama.rope.scaling.factor", Float("llama.rope.scale_linear", 1.0));
+    if (type != nullptr && *type != "none" && *type != "linear") {
+      return Status::Unsupported(gguf_.path() + ": rope scaling type '" + *type +
+                                 "' is not supported (strata implements linear)");
+    }
+    if ((type != nullptr && *type == "linear") || (type == nullptr && factor != 1.0)) {
+      out->kind = RopeScalingKind::kLinear;
+      out->factor = static_cast<float>(factor);
+    }
+    return Status::Ok();
+  }
+
+  // Makes `out` an F32 view of tensor `name` with outermost-first `shape`. A positive
+  // `unpermute_heads` undoes llama.cpp's q/k row permutation for that many heads.
+  Status Expand(const std::string& name, const Shape& shape, int unpermute_heads, TensorView* out) {
+    const GgufTensorInfo* info = gguf_.FindTensor(name);
+    if (info == nullptr) {
+      return Status::NotFound(gguf_.path() + ": tensor '" + name + "' is missing");
+    }
+    STRATA_RETURN_IF_ERROR(b_.CheckShape(name, info->Shape(), shape));
+    used_.insert(name);
+    if (!GgufCanDequantize(info->type)) {
+      return Status::Unsupported(gguf_.path() + ": tensor '" + name + "' has type " +
+                                 GgmlTypeName(info->type) +
+                                 "; strata expands F32, F16, BF16, Q4_0, Q4_1 and Q8_0 "
+                                 "(use e.g. a Q4_1 or Q8_0 file)");
+    }
+    const uint8_t* data = gguf_.TensorData(*info);
+    const TensorView raw{DType::kF32, shape, data};
+    if (info->type == static_cast<uint32_t>(GgmlType::kF32) && unpermute_heads == 0) {
+      *out = b_.Aligned(raw);
+      return Status::Ok();
+    }
+    const size_t n = static_cast<size_t>(info->numel);
+    float* dst = b_.NewBuffer(n);
+    if (unpermute_heads == 0) {
+      STRATA_RETURN_IF_ERROR(DequantizeGguf(info->type, data, info->numel, dst));
+    } else {
+      std::vector<float> tmp(n);
+      STRATA_RETURN_IF_ERROR(DequantizeGguf(info->type, data, info->numel, tmp.data()));
+      UnpermuteGgufQk(tmp.data(), shape[0], shape[1], unpermute_heads, dst);
+    }
+    *out = TensorView{DType::kF32, shape, dst};
+    return Status::Ok();
+  }
+
+  const GgufFile& gguf_;
+  ModelBuilder& b_;
+  std::set<std::string> used_;  // tensors Expand() has consumed
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
+  STRATA_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(*file));
+  ModelBuilder b(path);
+  GgufModelReader reader(gguf, b);
+  STRATA_RETURN_IF_ERROR(reader.ReadConfig());
+  STRATA_RETURN_IF_ERROR(reader.ReadTokenizer());
+  STRATA_RETURN_IF_ERROR(reader.ReadWeights());
+  b.AddFile(std::move(file));
+  return b.Finish();
+}
+
+}  // namespace strata

@@ -1,0 +1,178 @@
+#include "src/runtime/generator.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "src/core/check.h"
+
+namespace strata {
+namespace {
+
+// Per-sequence state while its block runs.
+struct SequenceState {
+  std::unique_ptr<StreamingDetokenizer> detok;
+  bool done = false;
+  size_t max_stop = 0;
+};
+
+// Returns where the earliest stop string starts in `text`, searching only where a match could
+// involve the bytes appended after `old_size`; npos when none.
+size_t FindStop(const std::string& text, size_t old_size, const std::vector<std::string>& stops,
+                size_t max_stop) {
+  const size_t from = old_size > max_stop ? old_size - max_stop : 0;
+  size_t best = std::string::npos;
+  for (const std::string& s : stops) best = std::min(best, text.find(s, from));
+  return best;
+}
+
+}  // namespace
+
+std::vector<int32_t> EndOfGenerationIds(const Tokenizer& tokenizer, const ModelConfig& config) {
+  std::vector<int32_t> ids;
+  auto add = [&](int32_t id) {
+    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+  };
+  add(tokenizer.eos_id());
+  add(config.eos_token_id);
+  for (const char* name : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
+    add(tokenizer.SpecialTokenId(name));
+  }
+  return ids;
+}
+
+Generator::Generator(Transformer& transformer, const Tokenizer& tokenizer,
+                     std::vector<int32_t> eog_ids)
+    : transformer_(transformer), tokenizer_(tokenizer), eog_ids_(std::move(eog_ids)) {}
+
+void Generator::Forward(const StepInput& in, KvCache& cache) {
+  const ModelConfig& c = transformer_.config();
+  const int rows = in.batch * in.new_tokens;
+  hidden_.resize(static_cast<size_t>(rows) * c.hidden_size);
+  transformer_.Embed(in, hidden_.data());
+  for (int layer = 0; layer < c.num_layers; ++layer) {
+    transformer_.AttentionLayer(layer, in, cache, hidden_.data());
+    transformer_.MlpLayer(layer, rows, hidden_.data());
+  }
+}
+
+std::vector<float> Generator::PromptLogits(const std::vector<int32_t>& prompt) {
+  const ModelConfig& c = transformer_.config();
+  const int n = static_cast<int>(prompt.size());
+  StepInput in;
+  in.batch = 1;
+  in.new_tokens = n;
+  in.tokens = prompt;
+  for (int i = 0; i < n; ++i) in.positions.push_back(i);
+  in.start = {0};
+  in.cache_len = n;
+  KvCache cache(c.num_layers, 1, c.num_kv_heads, n, c.head_dim);
+  Forward(in, cache);
+  std::vector<float> logits(static_cast<size_t>(n) * c.vocab_size);
+  transformer_.Logits(hidden_.data(), n, logits.data());
+  return logits;
+}
+
+std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRequest>& block) {
+  const ModelConfig& c = transformer_.config();
+  const int batch = static_cast<int>(block.size());
+  std::vector<GenerationResult> results(block.size());
+  if (batch == 0) return results;
+
+  int prompt_len = 0;
+  int max_new = 0;
+  for (const GenerationRequest& r : block) {
+    STRATA_CHECK(!r.prompt.empty() && r.max_new_tokens >= 1);
+    prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
+    max_new = std::max(max_new, r.max_new_tokens);
+  }
+  KvCache cache(c.num_layers, batch, c.num_kv_heads, prompt_len + max_new, c.head_dim);
+
+  // Prefill: left-pad every prompt to prompt_len. Padding rows repeat the first real token; they
+  // are never attended and their outputs are discarded.
+  StepInput in;
+  in.batch = batch;
+  in.new_tokens = prompt_len;
+  in.cache_len = prompt_len;
+  for (int b = 0; b < batch; ++b) {
+    const std::vector<int32_t>& p = block[b].prompt;
+    const int pad = prompt_len - static_cast<int>(p.size());
+    in.start.push_back(pad);
+    for (int j = 0; j < prompt_len; ++j) {
+      in.tokens.push_back(j < pad ? p[0] : p[j - pad]);
+      in.positions.push_back(std::max(0, j - pad));
+    }
+  }
+  Forward(in, cache);
+
+  std::vector<SequenceState> state(block.size());
+  for (int b = 0; b < batch; ++b) {
+    state[b].detok = std::make_unique<StreamingDetokenizer>(tokenizer_, /*skip_special=*/true);
+    for (const std::string& s : block[b].stop) state[b].max_stop = std::max(state[b].max_stop, s.size());
+  }
+  std::vector<std::pair<float, int32_t>> scratch;
+  const size_t vocab = static_cast<size_t>(c.vocab_size);
+  const size_t hidden = static_cast<size_t>(c.hidden_size);
+  last_.resize(batch * hidden);
+  logits_.resize(batch * vocab);
+
+  for (int step = 0;; ++step) {
+    // Hidden state of each sequence's newest token: the last row of its slice.
+    for (int b = 0; b < batch; ++b) {
+      const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
+      std::copy_n(hidden_.data() + row * hidden, hidden, last_.data() + b * hidden);
+    }
+    transformer_.Logits(last_.data(), batch, logits_.data());
+    bool all_done = true;
+    for (int b = 0; b < batch; ++b) {
+      SequenceState& st = state[b];
+      if (st.done) continue;
+      const GenerationRequest& req = block[b];
+      GenerationResult& res = results[b];
+      const int32_t tok = SampleToken(logits_.data() + b * vocab, c.vocab_size, req.sampling,
+                                      static_cast<uint64_t>(step), scratch);
+      res.tokens.push_back(tok);
+      const bool eog = std::find(eog_ids_.begin(), eog_ids_.end(), tok) != eog_ids_.end();
+      if (eog && !req.ignore_eos) {
+        res.reason = StopReason::kEndOfGeneration;
+        st.done = true;
+      } else {
+        const size_t old_size = res.text.size();
+        res.text += st.detok->Push(tok);
+        const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
+        if (cut != std::string::npos) {
+          res.text.resize(cut);
+          res.reason = StopReason::kStopString;
+          st.done = true;
+        } else if (static_cast<int>(res.tokens.size()) >= req.max_new_tokens) {
+          res.reason = StopReason::kLength;
+          st.done = true;
+        }
+      }
+      if (st.done && res.reason != StopReason::kStopString) {
+        const size_t old_size = res.text.size();
+        res.text += st.detok->Finish();
+        const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
+        if (cut != std::string::npos) {
+          res.text.resize(cut);
+          res.reason = StopReason::kStopString;
+        }
+      }
+      all_done = all_done && st.done;
+    }
+    if (all_done) break;
+
+    // Decode: one new token per sequence (finished ones keep feeding their last token).
+    in.new_tokens = 1;
+    in.cache_len = prompt_len + step + 1;
+    in.tokens.assign(batch, 0);
+    in.positions.assign(batch, 0);
+    for (int b = 0; b < batch; ++b) {
+      in.tokens[b] = results[b].tokens.back();
+      in.positions[b] = in.cache_len - 1 - in.start[b];
+    }
+    Forward(in, cache);
+  }
+  return results;
+}
+
+}  // namespace strata

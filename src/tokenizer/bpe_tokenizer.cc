@@ -1,0 +1,93 @@
+#include "src/tokenizer/bpe_tokenizer.h"
+
+#include <algorithm>
+
+#include "src/core/check.h"
+#include "src/tokenizer/byte_level.h"
+
+namespace strata {
+
+Result<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(BpeTokenizerSpec spec) {
+  int32_t max_id = -1;
+  for (const auto& [spelling, id] : spec.vocab) {
+    if (id < 0) return Status::InvalidArgument("token '" + spelling + "' has a negative id");
+    max_id = std::max(max_id, id);
+  }
+  for (const AddedToken& token : spec.added_tokens) {
+    if (token.id < 0) {
+      return Status::InvalidArgument("added token '" + token.content + "' has a negative id");
+    }
+    max_id = std::max(max_id, token.id);
+  }
+  for (const auto& [name, id] : {std::pair{"BOS", spec.bos_id}, std::pair{"EOS", spec.eos_id}}) {
+    if (id < -1 || id > max_id) {
+      return Status::InvalidArgument(std::string(name) + " token id " + std::to_string(id) +
+                                     " is outside the vocabulary of " + std::to_string(max_id + 1) +
+                                     " tokens");
+    }
+  }
+  STRATA_ASSIGN_OR_RETURN(BpeModel model,
+                          BpeModel::Create(spec.vocab, spec.merges, spec.model_options));
+  std::vector<AddedToken> matched;
+  for (const AddedToken& token : spec.added_tokens) {
+    if (!token.content.empty()) matched.push_back(token);
+  }
+  STRATA_ASSIGN_OR_RETURN(AddedTokenMatcher matcher, AddedTokenMatcher::Create(matched));
+
+  std::unique_ptr<BpeTokenizer> tokenizer(
+      new BpeTokenizer(std::move(model), std::move(matcher), std::move(spec.pre_tokenizer)));
+  tokenizer->token_bytes_.resize(max_id + 1);
+  tokenizer->special_.resize(max_id + 1);
+  for (const auto& [spelling, id] : spec.vocab) {
+    // tokenizers' ByteLevel decoder keeps a token it cannot map as its literal text.
+    tokenizer->token_bytes_[id] = ByteLevelDecode(spelling).value_or(spelling);
+  }
+  for (const AddedToken& token : spec.added_tokens) {
+    tokenizer->token_bytes_[token.id] = token.content;
+    tokenizer->special_[token.id] = token.special;
+    tokenizer->added_ids_.emplace(token.content, token.id);
+  }
+  tokenizer->bos_id_ = spec.bos_id;
+  tokenizer->eos_id_ = spec.eos_id;
+  tokenizer->add_bos_ = spec.add_bos && spec.bos_id >= 0;
+  return std::unique_ptr<Tokenizer>(std::move(tokenizer));
+}
+
+std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos) const {
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 2);
+  if (add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
+  for (const TextPiece& piece : matcher_.Split(text)) {
+    if (piece.token_id >= 0) {
+      ids.push_back(piece.token_id);
+      continue;
+    }
+    for (const std::string& word : pre_tokenizer_.Run(piece.text)) model_.Encode(word, &ids);
+  }
+  return ids;
+}
+
+std::string BpeTokenizer::TokenBytes(int32_t id) const {
+  STRATA_CHECK(id >= 0 && id < vocab_size());
+  return token_bytes_[id];
+}
+
+std::string BpeTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size() || (skip_special && special_[id])) continue;
+    out += token_bytes_[id];
+  }
+  return out;
+}
+
+bool BpeTokenizer::IsSpecial(int32_t id) const {
+  return id >= 0 && id < vocab_size() && special_[id];
+}
+
+int32_t BpeTokenizer::SpecialTokenId(std::string_view text) const {
+  const auto it = added_ids_.find(std::string(text));
+  return it == added_ids_.end() ? -1 : it->second;
+}
+
+}  // namespace strata

@@ -1,0 +1,98 @@
+#include "kernels/cpu/weight_q4.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/kv_q4.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+constexpr long kRows = 37, kCols = 192;
+
+std::vector<float> RandomWeight(unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.05f);
+  std::vector<float> w(static_cast<size_t>(kRows * kCols));
+  for (float& x : w) x = normal(rng);
+  return w;
+}
+
+TEST(WeightQ4Test, GroupsAreKvCacheGroupsAlongTheInputDim) {
+  std::vector<float> w = RandomWeight(1);
+  for (int i = 0; i < 64; ++i) w[64 + i] = 0.25f;  // a constant group: max == min
+  std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
+  std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols));
+  QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, codes.data(), params.data());
+  std::vector<float> out(w.size());
+  ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, out.data());
+  for (long r = 0; r < kRows; ++r) {
+    for (long g = 0; g < kCols / 64; ++g) {
+      uint8_t want_codes[32];
+      uint16_t want_params[2];
+      QuantizeQ4Group(w.data() + r * kCols + g * 64, 64, want_codes, want_params);
+      ASSERT_EQ(std::memcmp(want_codes, codes.data() + (r * kCols + g * 64) / 2, 32), 0);
+      ASSERT_EQ(params[2 * (r * 3 + g)], want_params[0]);
+      ASSERT_EQ(params[2 * (r * 3 + g) + 1], want_params[1]);
+      float want[64];
+      DequantizeQ4Row(want_codes, want_params, 64, want);
+      for (int i = 0; i < 64; ++i) ASSERT_EQ(out[r * kCols + g * 64 + i], want[i]);
+    }
+  }
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[64 + i], 0.25f);
+}
+
+TEST(WeightQ4Test, HalfAndBf16SourcesQuantizeTheirFloatValues) {
+  const std::vector<float> w = RandomWeight(2);
+  std::vector<uint16_t> f16(w.size()), bf16(w.size());
+  std::vector<float> f16_as_float(w.size()), bf16_as_float(w.size());
+  for (size_t i = 0; i < w.size(); ++i) {
+    f16[i] = FloatToHalfBits(w[i]);
+    f16_as_float[i] = HalfBitsToFloat(f16[i]);
+    uint32_t bits;
+    std::memcpy(&bits, &w[i], 4);
+    bf16[i] = static_cast<uint16_t>(bits >> 16);
+    bits = static_cast<uint32_t>(bf16[i]) << 16;
+    std::memcpy(&bf16_as_float[i], &bits, 4);
+  }
+  const struct {
+    WeightQ4Source type;
+    const void* data;
+    const std::vector<float>& as_float;
+  } cases[] = {{WeightQ4Source::kF16, f16.data(), f16_as_float},
+               {WeightQ4Source::kBF16, bf16.data(), bf16_as_float}};
+  for (const auto& c : cases) {
+    std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols)), want_codes(codes.size());
+    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols)), want_params(params.size());
+    QuantizeWeightQ4(c.type, c.data, kRows, kCols, codes.data(), params.data());
+    QuantizeWeightQ4(WeightQ4Source::kF32, c.as_float.data(), kRows, kCols, want_codes.data(),
+                     want_params.data());
+    EXPECT_EQ(codes, want_codes);
+    EXPECT_EQ(params, want_params);
+  }
+}
+
+TEST(WeightQ4Test, ExpansionErrorIsHalfAStep) {
+  const std::vector<float> w = RandomWeight(3);
+  std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
+  std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols));
+  QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, codes.data(), params.data());
+  std::vector<float> out(w.size());
+  ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, out.data());
+  for (long r = 0; r < kRows; ++r) {
+    for (long i = 0; i < kCols; ++i) {
+      const float scale = HalfBitsToFloat(params[2 * (r * 3 + i / 64)]);
+      EXPECT_LE(std::fabs(out[r * kCols + i] - w[r * kCols + i]), 0.5f * scale + 1e-4f);
+    }
+  }
+  EXPECT_FALSE(WeightQ4Supports(100));
+  EXPECT_TRUE(WeightQ4Supports(576));
+}
+
+}  // namespace
+}  // namespace strata::kernels::cpu

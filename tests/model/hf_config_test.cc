@@ -1,0 +1,236 @@
+#include "src/model/hf_config.h"
+
+#include <gtest/gtest.h>
+
+namespace strata {
+namespace {
+
+using nlohmann::json;
+
+// SmolLM2-135M-Instruct's config.json.
+json SmolLm2() {
+  return json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+    "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 576,
+    "initializer_range": 0.041666666666666664, "intermediate_size": 1536,
+    "max_position_embeddings": 8192, "mlp_bias": false, "model_type": "llama",
+    "num_attention_heads": 9, "num_hidden_layers": 30, "num_key_value_heads": 3,
+    "pad_token_id": 2, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+    "rope_theta": 100000, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+    "vocab_size": 49152})");
+}
+
+// facebook/opt-125m's config.json.
+json Opt125m() {
+  return json::parse(R"({
+    "activation_dropout": 0.0, "activation_function": "relu", "architectures": ["OPTForCausalLM"],
+    "attention_dropout": 0.0, "bos_token_id": 2, "do_layer_norm_before": true, "dropout": 0.1,
+    "eos_token_id": 2, "ffn_dim": 3072, "hidden_size": 768, "init_std": 0.02, "layerdrop": 0.0,
+    "max_position_embeddings": 2048, "model_type": "opt", "num_attention_heads": 12,
+    "num_hidden_layers": 12, "pad_token_id": 1, "torch_dtype": "float16",
+    "use_cache": true, "vocab_size": 50272, "word_embed_proj_dim": 768})");
+}
+
+void ExpectError(const json& config, StatusCode code, const std::string& needle) {
+  auto c = ParseHfConfig(config, "config.json");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), code) << c.status().ToString();
+  EXPECT_NE(c.status().message().find(needle), std::string::npos) << c.status().ToString();
+}
+
+TEST(HfConfigTest, Llama) {
+  auto c = ParseHfConfig(SmolLm2(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kLlama);
+  EXPECT_EQ(c->num_layers, 30);
+  EXPECT_EQ(c->hidden_size, 576);
+  EXPECT_EQ(c->num_heads, 9);
+  EXPECT_EQ(c->num_kv_heads, 3);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->intermediate_size, 1536);
+  EXPECT_EQ(c->vocab_size, 49152);
+  EXPECT_EQ(c->norm, NormKind::kRmsNorm);
+  EXPECT_FLOAT_EQ(c->norm_eps, 1e-5f);
+  EXPECT_EQ(c->rope_theta, 100000.0f);
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kNone);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_TRUE(c->gated_mlp);
+  EXPECT_TRUE(c->use_rope);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_EQ(c->bos_token_id, 1);
+  EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_EQ(c->pad_token_id, 2);
+  EXPECT_EQ(c->Summary(),
+            "llama: 30 layers, hidden 576, heads 9/3, head_dim 64, ffn 1536, vocab 49152, "
+            "context 8192, tied embeddings");
+}
+
+TEST(HfConfigTest, LlamaDefaultsAndScaling) {
+  json j = SmolLm2();
+  j.erase("num_key_value_heads");
+  j.erase("tie_word_embeddings");
+  j["head_dim"] = 32;
+  j["eos_token_id"] = {2, 0, 5};
+  j["pad_token_id"] = nullptr;
+  j["rope_scaling"] = {{"rope_type", "llama3"},
+                       {"factor", 8.0},
+                       {"low_freq_factor", 1.0},
+                       {"high_freq_factor", 4.0},
+                       {"original_max_position_embeddings", 8192}};
+  auto c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->num_kv_heads, 9);
+  EXPECT_EQ(c->head_dim, 32);
+  EXPECT_FALSE(c->tie_word_embeddings);
+  EXPECT_EQ(c->eos_token_id, 2);
+  EXPECT_EQ(c->pad_token_id, -1);
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kLlama3);
+  EXPECT_EQ(c->rope_scaling.factor, 8.0f);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 8192);
+
+  j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}};
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kLinear);
+  EXPECT_EQ(c->rope_scaling.factor, 2.0f);
+
+  j["rope_scaling"] = {{"rope_type", "default"}};
+  j["mlp_bias"] = true;
+  j["attention_bias"] = true;
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kNone);
+  EXPECT_TRUE(c->mlp_bias);
+  EXPECT_TRUE(c->attention_bias);
+}
+
+TEST(HfConfigTest, Transformers5RopeParameters) {
+  json j = SmolLm2();
+  j.erase("rope_theta");
+  j.erase("rope_scaling");
+  j["rope_parameters"] = {{"rope_theta", 500000.0}, {"rope_type", "default"}};
+  auto c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_theta, 500000.0f);
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kNone);
+  j["rope_parameters"] = {{"rope_theta", 500000.0},  {"rope_type", "llama3"},
+                          {"factor", 32.0},          {"low_freq_factor", 1.0},
+                          {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kLlama3);
+  EXPECT_EQ(c->rope_scaling.factor, 32.0f);
+  j["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "yarn"}, {"factor", 4.0}};
+  ExpectError(j, StatusCode::kUnsupported, "'yarn'");
+}
+
+TEST(HfConfigTest, LlamaUnsupported) {
+  json j = SmolLm2();
+  j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  ExpectError(j, StatusCode::kUnsupported, "'dynamic'");
+  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  ExpectError(j, StatusCode::kUnsupported, "'yarn'");
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
+  ExpectError(j, StatusCode::kCorrupt, "low_freq_factor");
+  j = SmolLm2();
+  j["hidden_act"] = "gelu";
+  ExpectError(j, StatusCode::kUnsupported, "hidden_act");
+  j = SmolLm2();
+  j["model_type"] = "qwen2";
+  ExpectError(j, StatusCode::kUnsupported, "'qwen2'");
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 4096;
+  ExpectError(j, StatusCode::kUnsupported, "sliding-window");
+  j["sliding_window"] = nullptr;
+  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
+}
+
+TEST(HfConfigTest, Malformed) {
+  json j = SmolLm2();
+  j.erase("hidden_size");
+  ExpectError(j, StatusCode::kCorrupt, "'hidden_size'");
+  j = SmolLm2();
+  j["num_hidden_layers"] = "30";
+  ExpectError(j, StatusCode::kCorrupt, "'num_hidden_layers'");
+  j = SmolLm2();
+  j["num_key_value_heads"] = 4;
+  ExpectError(j, StatusCode::kInvalidArgument, "num_kv_heads");
+  j = SmolLm2();
+  j["vocab_size"] = 1e12;
+  ExpectError(j, StatusCode::kCorrupt, "'vocab_size'");
+  j = SmolLm2();
+  j["hidden_size"] = int64_t{1} << 40;
+  ExpectError(j, StatusCode::kOutOfRange, "'hidden_size'");
+  ExpectError(json::array(), StatusCode::kCorrupt, "not a JSON object");
+  ExpectError(json::object(), StatusCode::kCorrupt, "model_type");
+  auto missing = ReadHfConfig("/nonexistent/strata/config.json");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(HfConfigTest, Opt) {
+  auto c = ParseHfConfig(Opt125m(), "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->arch, Architecture::kOpt);
+  EXPECT_EQ(c->num_layers, 12);
+  EXPECT_EQ(c->hidden_size, 768);
+  EXPECT_EQ(c->num_heads, 12);
+  EXPECT_EQ(c->num_kv_heads, 12);
+  EXPECT_EQ(c->head_dim, 64);
+  EXPECT_EQ(c->intermediate_size, 3072);
+  EXPECT_EQ(c->max_position_embeddings, 2048);
+  EXPECT_EQ(c->norm, NormKind::kLayerNorm);
+  EXPECT_EQ(c->norm_eps, 1e-5f);
+  EXPECT_EQ(c->activation, Activation::kRelu);
+  EXPECT_FALSE(c->gated_mlp);
+  EXPECT_FALSE(c->use_rope);
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_TRUE(c->mlp_bias);
+  EXPECT_TRUE(c->tie_word_embeddings);
+  EXPECT_EQ(c->position_offset, 2);
+  EXPECT_EQ(c->bos_token_id, 2);
+  EXPECT_EQ(c->pad_token_id, 1);
+
+  json j = Opt125m();
+  j["enable_bias"] = false;
+  j["activation_function"] = "gelu";
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->mlp_bias);
+  EXPECT_EQ(c->activation, Activation::kGelu);
+}
+
+TEST(HfConfigTest, OptUnsupported) {
+  json j = Opt125m();  // opt-350m: post-LayerNorm and a 512-wide embedding projection
+  j["hidden_size"] = 1024;
+  j["word_embed_proj_dim"] = 512;
+  j["do_layer_norm_before"] = false;
+  ExpectError(j, StatusCode::kUnsupported, "OPT-350m style post-LayerNorm/projection");
+  j = Opt125m();
+  j["activation_function"] = "silu";
+  ExpectError(j, StatusCode::kUnsupported, "activation_function");
+  j = Opt125m();
+  j["num_attention_heads"] = 7;
+  ExpectError(j, StatusCode::kInvalidArgument, "hidden_size");
+}
+
+TEST(ModelConfigTest, Validate) {
+  ModelConfig c = *ParseHfConfig(SmolLm2(), "config.json");
+  EXPECT_TRUE(c.Validate().ok());
+  ModelConfig odd = c;
+  odd.head_dim = 63;
+  EXPECT_EQ(odd.Validate().code(), StatusCode::kInvalidArgument);
+  ModelConfig eos = c;
+  eos.eos_token_id = c.vocab_size;
+  EXPECT_EQ(eos.Validate().code(), StatusCode::kInvalidArgument);
+  ModelConfig zero = c;
+  zero.num_layers = 0;
+  EXPECT_EQ(zero.Validate().code(), StatusCode::kInvalidArgument);
+  ModelConfig scaling = c;
+  scaling.rope_scaling.kind = RopeScalingKind::kLlama3;
+  scaling.rope_scaling.high_freq_factor = 0.5f;
+  EXPECT_EQ(scaling.Validate().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,285 @@
+// LoadModel on small GGUF files written by the test: every supported tensor type, the q/k
+// un-permute, tokenizer metadata, and the ways a file can be refused.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "src/model/model.h"
+#include "tests/model/model_files.h"
+
+namespace strata {
+namespace {
+
+using testing_files::Append;
+using testing_files::Bf16Bytes;
+using testing_files::F16Bytes;
+using testing_files::F32Bytes;
+using testing_files::FreshDir;
+using testing_files::GgufWriter;
+using testing_files::Pattern;
+using testing_files::WriteFile;
+
+constexpr int64_t kVocab = 64, kHidden = 64, kHeads = 4, kKvHeads = 2, kHeadDim = 16, kFfn = 96,
+                  kLayers = 2;
+
+// llama.cpp's convert-time permutation: w.reshape(n_head, 2, hd/2, in).swapaxes(1, 2).
+std::vector<float> LlamaCppPermute(const std::vector<float>& w, int64_t n_head, int64_t in) {
+  const int64_t hd = static_cast<int64_t>(w.size()) / in / n_head;
+  std::vector<float> out(w.size());
+  for (int64_t h = 0; h < n_head; ++h)
+    for (int64_t i = 0; i < hd / 2; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        for (int64_t c = 0; c < in; ++c)
+          out[((h * (hd / 2) + i) * 2 + j) * in + c] = w[((h * 2 + j) * (hd / 2) + i) * in + c];
+  return out;
+}
+
+// Q8_0 blocks of `v`, whose values must be multiples of 1/8 in [-16, 15.875].
+std::string PackQ8_0(const std::vector<float>& v) {
+  std::string out;
+  for (size_t b = 0; b < v.size(); b += 32) {
+    Append<uint16_t>(&out, FloatToHalf(0.125f));
+    for (size_t j = 0; j < 32; ++j) out += static_cast<char>(std::lround(v[b + j] * 8));
+  }
+  return out;
+}
+
+// Q4_0 blocks for d = 0.25: v must be 0.25 * (q - 8) for q in [0, 15].
+std::string PackQ4_0(const std::vector<float>& v) {
+  std::string out;
+  for (size_t b = 0; b < v.size(); b += 32) {
+    Append<uint16_t>(&out, FloatToHalf(0.25f));
+    for (size_t j = 0; j < 16; ++j) {
+      const long lo = std::lround(v[b + j] * 4 + 8), hi = std::lround(v[b + j + 16] * 4 + 8);
+      out += static_cast<char>(hi << 4 | lo);
+    }
+  }
+  return out;
+}
+
+// Q4_1 blocks for d = 0.5, m = -1: v must be 0.5 * q - 1 for q in [0, 15].
+std::string PackQ4_1(const std::vector<float>& v) {
+  std::string out;
+  for (size_t b = 0; b < v.size(); b += 32) {
+    Append<uint16_t>(&out, FloatToHalf(0.5f));
+    Append<uint16_t>(&out, FloatToHalf(-1.0f));
+    for (size_t j = 0; j < 16; ++j) {
+      const long lo = std::lround((v[b + j] + 1) * 2), hi = std::lround((v[b + j + 16] + 1) * 2);
+      out += static_cast<char>(hi << 4 | lo);
+    }
+  }
+  return out;
+}
+
+// Values 0.25 * (q - 8) / 0.5 * q - 1 for a q pattern in [0, 15].
+std::vector<float> Nibbles(size_t n, float d, float offset) {
+  std::vector<float> v(n);
+  for (size_t k = 0; k < n; ++k) v[k] = d * static_cast<float>((k * 5 + 3) % 16) + offset;
+  return v;
+}
+
+struct TinyGguf {
+  std::string arch = "llama";
+  bool tied = true;
+  std::string skip;         // a tensor left out
+  std::string q5_tensor;    // a tensor stored as Q5_0 (not expandable)
+  std::string extra;        // an extra F32 tensor of 64 elements
+  bool block_count = true;  // write llama.block_count
+};
+
+// Writes a 2-layer llama GGUF; `expected` receives each tensor's values in Hugging Face layout.
+std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<float>>* expected) {
+  GgufWriter w;
+  w.AddString("general.architecture", o.arch);
+  if (o.block_count) w.AddU32("llama.block_count", kLayers);
+  w.AddU32("llama.context_length", 128);
+  w.AddU32("llama.embedding_length", kHidden);
+  w.AddU32("llama.feed_forward_length", kFfn);
+  w.AddU32("llama.attention.head_count", kHeads);
+  w.AddU32("llama.attention.head_count_kv", kKvHeads);
+  w.AddF32("llama.rope.freq_base", 100000.0f);
+  w.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddU32("llama.rope.dimension_count", kHeadDim);
+  std::vector<std::string> tokens;
+  std::vector<int32_t> types;
+  for (int i = 0; i < kVocab; ++i) {
+    tokens.push_back(std::string("t").append(std::to_string(i)));
+    types.push_back(i < 3 ? 3 : 1);
+  }
+  w.AddString("tokenizer.ggml.model", "gpt2");
+  w.AddString("tokenizer.ggml.pre", "smollm");
+  w.AddStringArray("tokenizer.ggml.tokens", tokens);
+  w.AddI32Array("tokenizer.ggml.token_type", types);
+  w.AddStringArray("tokenizer.ggml.merges", {"t 1", "t1 2"});
+  w.AddU32("tokenizer.ggml.bos_token_id", 1);
+  w.AddU32("tokenizer.ggml.eos_token_id", 2);
+  w.AddU32("tokenizer.ggml.padding_token_id", 2);
+  w.AddBool("tokenizer.ggml.add_bos_token", true);
+  w.AddString("tokenizer.chat_template", "{{ messages }}");
+
+  int seed = 0;
+  // Adds tensor `name` of HF shape [rows, cols] stored as `type`; `heads` > 0 permutes rows.
+  auto add = [&](const std::string& name, int64_t rows, int64_t cols, uint32_t type,
+                 int64_t heads) {
+    if (name == o.skip) return;
+    const size_t n = static_cast<size_t>(rows * cols);
+    std::vector<float> v = type == 2   ? Nibbles(n, 0.25f, -2.0f)
+                           : type == 3 ? Nibbles(n, 0.5f, -1.0f)
+                                       : Pattern(n, ++seed);
+    (*expected)[name] = v;
+    if (heads > 0) v = LlamaCppPermute(v, heads, cols);
+    if (name == o.q5_tensor) type = 6;
+    const std::string bytes = type == 0    ? F32Bytes(v)
+                              : type == 1  ? F16Bytes(v)
+                              : type == 2  ? PackQ4_0(v)
+                              : type == 3  ? PackQ4_1(v)
+                              : type == 8  ? PackQ8_0(v)
+                              : type == 30 ? Bf16Bytes(v)
+                                           : std::string(n / 32 * 22, '\0');
+    std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
+    if (rows > 1) ne.push_back(static_cast<uint64_t>(rows));
+    w.AddTensor(name, ne, type, bytes);
+  };
+  add("token_embd.weight", kVocab, kHidden, 8, 0);
+  for (int i = 0; i < kLayers; ++i) {
+    const std::string p = "blk." + std::to_string(i) + ".";
+    add(p + "attn_norm.weight", 1, kHidden, 0, 0);
+    add(p + "attn_q.weight", kHeads * kHeadDim, kHidden, 8, kHeads);
+    add(p + "attn_k.weight", kKvHeads * kHeadDim, kHidden, 1, kKvHeads);
+    add(p + "attn_v.weight", kKvHeads * kHeadDim, kHidden, 2, 0);
+    add(p + "attn_output.weight", kHidden, kHeads * kHeadDim, 3, 0);
+    add(p + "ffn_norm.weight", 1, kHidden, 0, 0);
+    add(p + "ffn_gate.weight", kFfn, kHidden, 30, 0);
+    add(p + "ffn_up.weight", kFfn, kHidden, 0, 0);
+    add(p + "ffn_down.weight", kHidden, kFfn, 8, 0);
+  }
+  add("output_norm.weight", 1, kHidden, 0, 0);
+  if (!o.tied) add("output.weight", kVocab, kHidden, 0, 0);
+  if (!o.extra.empty()) add(o.extra, 1, 64, 0, 0);
+  return w.Build();
+}
+
+// Writes the file described by `o` and loads it.
+Result<std::unique_ptr<Model>> LoadTiny(const TinyGguf& o,
+                                        std::map<std::string, std::vector<float>>* expected) {
+  const auto path = FreshDir() / "tiny.gguf";
+  WriteFile(path, BuildTinyGguf(o, expected));
+  return LoadModel(path.string());
+}
+
+void ExpectValues(const TensorView& v, const std::vector<float>& expected, const char* what) {
+  ASSERT_EQ(v.dtype, DType::kF32) << what;
+  ASSERT_EQ(static_cast<size_t>(v.numel()), expected.size()) << what;
+  const auto* f = static_cast<const float*>(v.data);
+  EXPECT_EQ(std::vector<float>(f, f + expected.size()), expected) << what;
+}
+
+TEST(GgufModelTest, LoadsEveryTypeAndUnpermutes) {
+  std::map<std::string, std::vector<float>> e;
+  auto m = LoadTiny({}, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelConfig& c = (*m)->config();
+  EXPECT_EQ(c.arch, Architecture::kLlama);
+  EXPECT_EQ(c.num_layers, kLayers);
+  EXPECT_EQ(c.num_kv_heads, kKvHeads);
+  EXPECT_EQ(c.head_dim, kHeadDim);
+  EXPECT_EQ(c.vocab_size, kVocab);
+  EXPECT_EQ(c.max_position_embeddings, 128);
+  EXPECT_EQ(c.rope_theta, 100000.0f);
+  EXPECT_TRUE(c.tie_word_embeddings);
+  EXPECT_EQ(c.eos_token_id, 2);
+  const ModelWeights& w = (*m)->weights();
+  EXPECT_EQ(w.token_embedding.shape, (std::vector<int64_t>{kVocab, kHidden}));
+  ExpectValues(w.token_embedding, e["token_embd.weight"], "token_embd (Q8_0)");
+  EXPECT_EQ(w.lm_head.data, w.token_embedding.data);
+  ExpectValues(w.final_norm, e["output_norm.weight"], "output_norm");
+  for (int i = 0; i < kLayers; ++i) {
+    const LayerWeights& l = w.layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    EXPECT_EQ(l.wq.shape, (std::vector<int64_t>{kHeads * kHeadDim, kHidden}));
+    ExpectValues(l.wq, e[p + "attn_q.weight"], "attn_q (Q8_0, permuted)");
+    ExpectValues(l.wk, e[p + "attn_k.weight"], "attn_k (F16, permuted)");
+    ExpectValues(l.wv, e[p + "attn_v.weight"], "attn_v (Q4_0)");
+    ExpectValues(l.wo, e[p + "attn_output.weight"], "attn_output (Q4_1)");
+    ExpectValues(l.w_gate, e[p + "ffn_gate.weight"], "ffn_gate (BF16)");
+    ExpectValues(l.w_up, e[p + "ffn_up.weight"], "ffn_up (F32)");
+    ExpectValues(l.w_down, e[p + "ffn_down.weight"], "ffn_down (Q8_0)");
+    ExpectValues(l.attn_norm, e[p + "attn_norm.weight"], "attn_norm");
+    ExpectValues(l.mlp_norm, e[p + "ffn_norm.weight"], "ffn_norm");
+    EXPECT_FALSE(l.bq.present());
+  }
+  const GgufTokenizerData& t = (*m)->gguf_tokenizer();
+  EXPECT_EQ(t.model, "gpt2");
+  EXPECT_EQ(t.pre, "smollm");
+  ASSERT_EQ(t.tokens.size(), static_cast<size_t>(kVocab));
+  EXPECT_EQ(t.tokens[5], "t5");
+  EXPECT_EQ(t.token_types[0], 3);
+  EXPECT_EQ(t.token_types[5], 1);
+  EXPECT_EQ(t.merges, (std::vector<std::string>{"t 1", "t1 2"}));
+  EXPECT_EQ(t.bos_token_id, 1);
+  EXPECT_EQ(t.eos_token_id, 2);
+  EXPECT_EQ(t.eot_token_id, -1);
+  EXPECT_EQ(t.pad_token_id, 2);
+  EXPECT_TRUE(t.add_bos);
+  EXPECT_EQ((*m)->chat_template(), "{{ messages }}");
+  EXPECT_TRUE((*m)->tokenizer_json_path().empty());
+  const uint64_t params = kVocab * kHidden + kHidden +
+                          kLayers * (2 * kHidden + 2 * kHeads * kHeadDim * kHidden +
+                                     2 * kKvHeads * kHeadDim * kHidden + 3 * kFfn * kHidden);
+  EXPECT_EQ((*m)->weight_bytes(), params * 4);
+}
+
+TEST(GgufModelTest, UntiedOutput) {
+  std::map<std::string, std::vector<float>> e;
+  TinyGguf o;
+  o.tied = false;
+  auto m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_FALSE((*m)->config().tie_word_embeddings);
+  EXPECT_NE((*m)->weights().lm_head.data, (*m)->weights().token_embedding.data);
+  ExpectValues((*m)->weights().lm_head, e["output.weight"], "output");
+}
+
+TEST(GgufModelTest, Refusals) {
+  const auto expect = [](const TinyGguf& o, StatusCode code, const std::string& needle) {
+    std::map<std::string, std::vector<float>> e;
+    auto m = LoadTiny(o, &e);
+    ASSERT_FALSE(m.ok()) << needle;
+    EXPECT_EQ(m.status().code(), code) << m.status().ToString();
+    EXPECT_NE(m.status().message().find(needle), std::string::npos) << m.status().ToString();
+  };
+  TinyGguf o;
+  o.arch = "gpt2";
+  expect(o, StatusCode::kUnsupported, "'gpt2'");
+  o = {};
+  o.skip = "blk.1.ffn_up.weight";
+  expect(o, StatusCode::kNotFound, "'blk.1.ffn_up.weight'");
+  o = {};
+  o.q5_tensor = "blk.0.ffn_up.weight";
+  expect(o, StatusCode::kUnsupported, "'blk.0.ffn_up.weight' has type Q5_0");
+  o = {};
+  o.extra = "rope_freqs.weight";
+  expect(o, StatusCode::kUnsupported, "rope_freqs");
+  o = {};
+  o.extra = "blk.0.attn_q.bias";
+  expect(o, StatusCode::kUnsupported, "'blk.0.attn_q.bias'");
+  o = {};
+  o.block_count = false;
+  expect(o, StatusCode::kCorrupt, "llama.block_count");
+}
+
+TEST(GgufModelTest, TruncatedFileFailsCleanly) {
+  std::map<std::string, std::vector<float>> e;
+  const std::string bytes = BuildTinyGguf({}, &e);
+  const auto path = FreshDir() / "cut.gguf";
+  for (size_t n : {size_t{0}, size_t{3}, size_t{100}, bytes.size() / 2, bytes.size() - 1}) {
+    WriteFile(path, bytes.substr(0, n));
+    auto m = LoadModel(path.string());
+    ASSERT_FALSE(m.ok()) << n;
+    EXPECT_EQ(m.status().code(), StatusCode::kCorrupt) << m.status().ToString();
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,102 @@
+#include "policy/cost_model.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/weight_layout.h"
+
+namespace strata {
+namespace {
+
+ModelSpec Preset(const std::string& name) {
+  return LoadModelSpecYaml(ResolveConfigFile("models", name).value()).value();
+}
+
+HardwareSpec FlexGenT4() {
+  return LoadHardwareSpecYaml(ResolveConfigFile("hardware", "t4-flexgen").value()).value();
+}
+
+Plan Split(int wg, int wc, int cg, int cc, int gbs, int nb) {
+  return PlanFromFlexGenPercent({wg, wc, cg, cc, 100, 0}, gbs, nb).value();
+}
+
+TEST(CostModelTest, AllOnGpuMovesNothing) {
+  const CostEstimate e = EstimateCost(Preset("opt-6.7b"), {512, 32, 2}, Plan(), FlexGenT4());
+  for (const LayerTimes& t : {e.prefill.layer, e.decode.layer}) {
+    EXPECT_EQ(t.h2d_s + t.d2h_s + t.disk_lane_s(), 0);
+    EXPECT_GT(t.gpu_gemm_s, 0);
+  }
+  EXPECT_EQ(e.decode.layer.Bottleneck(), "compute (GPU GEMM)");
+}
+
+// A weight byte on the CPU costs one h2d copy per layer step; on disk also a disk read.
+TEST(CostModelTest, WeightTrafficFollowsPlacement) {
+  const ModelSpec m = Preset("opt-30b");
+  const HardwareSpec hw = FlexGenT4();
+  const double layer_bytes = StoredLayerBytes(BuildWeightLayers(m)[1], false, 2);
+  const CostEstimate cpu = EstimateCost(m, {512, 32, 0}, Split(0, 100, 100, 0, 4, 1), hw);
+  EXPECT_NEAR(cpu.decode.layer.h2d_s, layer_bytes / 12.89e9, 1e-9);
+  EXPECT_EQ(cpu.decode.layer.disk_read_s, 0);
+  const CostEstimate disk = EstimateCost(m, {512, 32, 0}, Split(0, 0, 100, 0, 4, 1), hw);
+  EXPECT_NEAR(disk.decode.layer.disk_read_s, layer_bytes / 0.473e9, 1e-9);
+  EXPECT_EQ(disk.decode.layer.Bottleneck(), "disk");
+}
+
+TEST(CostModelTest, OverlapTakesTheSlowestLaneAndSerialTheSum) {
+  const ModelSpec m = Preset("opt-30b");
+  Plan p = Split(20, 80, 0, 100, 16, 4);
+  const CostEstimate on = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
+  p.overlap = false;
+  const CostEstimate off = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
+  const LayerTimes& t = on.decode.layer;
+  EXPECT_DOUBLE_EQ(t.step_s(true),
+                   std::max({t.disk_lane_s(), t.h2d_s, t.d2h_s, t.compute_lane_s()}));
+  EXPECT_DOUBLE_EQ(t.step_s(false), t.disk_lane_s() + t.h2d_s + t.d2h_s + t.compute_lane_s());
+  EXPECT_GT(off.block_s, on.block_s);
+}
+
+TEST(CostModelTest, CpuAttentionReplacesCacheTransfers) {
+  const ModelSpec m = Preset("opt-30b");
+  Plan gpu_attention = Split(0, 100, 0, 100, 16, 4);
+  Plan cpu_attention = gpu_attention;
+  cpu_attention.cpu_attention = true;
+  const CostEstimate g = EstimateCost(m, {512, 32, 0}, gpu_attention, FlexGenT4());
+  const CostEstimate c = EstimateCost(m, {512, 32, 0}, cpu_attention, FlexGenT4());
+  // 64 sequences x 528 tokens of average context x K and V x 56 heads x 128 fp16 elements.
+  const double cache = 64.0 * (512 + 16) * 2 * 56 * 128 * 2;
+  // GPU attention brings the cache over PCIe; CPU attention sends only queries and outputs.
+  EXPECT_NEAR(g.decode.layer.h2d_s - c.decode.layer.h2d_s, cache / 12.89e9, 0.01 * cache / 12.89e9);
+  EXPECT_EQ(g.decode.layer.cpu_attention_s, 0);
+  EXPECT_NEAR(c.decode.layer.cpu_attention_s, cache / 12.3e9, 1e-9);
+  EXPECT_EQ(c.decode.layer.Bottleneck(), "compute (CPU attention)");
+}
+
+TEST(CostModelTest, CompressionShrinksTrafficAndCostsExpansion) {
+  const ModelSpec m = Preset("opt-175b");
+  Plan p = Split(0, 100, 0, 100, 16, 2);
+  const CostEstimate plain = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
+  p.compress_weight = p.compress_cache = true;
+  const CostEstimate q4 = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
+  EXPECT_NEAR(q4.decode.layer.h2d_s / plain.decode.layer.h2d_s, 36.0 / 128, 0.01);
+  EXPECT_GT(q4.decode.layer.gpu_dequant_s, 0);
+  EXPECT_EQ(plain.decode.layer.gpu_dequant_s, 0);
+}
+
+TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
+  const ModelSpec m = Preset("opt-6.7b");
+  const Plan p = Split(100, 0, 100, 0, 4, 2);
+  const CostEstimate one = EstimateCost(m, {512, 32, 8}, p, FlexGenT4());
+  EXPECT_EQ(one.num_blocks, 1);
+  EXPECT_DOUBLE_EQ(one.throughput_tokens_per_s, 8 * 32 / one.block_s);
+  EXPECT_DOUBLE_EQ(one.prefill_tokens_per_s, 8 * 512 / one.prefill.total_s);
+  EXPECT_DOUBLE_EQ(one.decode_tokens_per_s, 8 * 31 / one.decode.total_s);
+  EXPECT_DOUBLE_EQ(one.decode.total_s, 31 * one.decode.token_step_s);
+  // 9 prompts need two blocks; the second is padded.
+  const CostEstimate two = EstimateCost(m, {512, 32, 9}, p, FlexGenT4());
+  EXPECT_EQ(two.num_blocks, 2);
+  EXPECT_DOUBLE_EQ(two.total_s, 2 * one.block_s);
+  const CostEstimate open = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
+  EXPECT_DOUBLE_EQ(open.throughput_tokens_per_s, one.throughput_tokens_per_s);
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,192 @@
+#include "policy/memory_accounting.h"
+
+#include <gtest/gtest.h>
+
+#include "policy/fit_check.h"
+
+namespace strata {
+namespace {
+
+ModelSpec Preset(const std::string& name) {
+  return LoadModelSpecYaml(ResolveConfigFile("models", name).value()).value();
+}
+
+HardwareSpec Profile(const std::string& name) {
+  return LoadHardwareSpecYaml(ResolveConfigFile("hardware", name).value()).value();
+}
+
+Plan Split(int wg, int wc, int cg, int cc, int ag, int ac) {
+  return PlanFromFlexGenPercent({wg, wc, cg, cc, ag, ac}, 8, 4).value();
+}
+
+int64_t TotalWeightBytes(const ModelSpec& m, bool compress) {
+  int64_t n = 0;
+  for (const WeightLayer& l : BuildWeightLayers(m)) {
+    n += l.count * StoredLayerBytes(l, compress, m.weight_dtype_bytes);
+  }
+  return n;
+}
+
+TEST(MemoryAccountingTest, FourBitSizes) {
+  EXPECT_EQ(Q4RowBytes(64), 36);       // 32 bytes of codes + fp16 scale and minimum
+  EXPECT_EQ(Q4RowBytes(4096), 2304);   // 4.5 bits per element
+  EXPECT_EQ(Q4RowBytes(100), 58);      // groups of 64 and 36: 50 + 2 * 4
+  ModelSpec m = Preset("llama-3-8b");
+  EXPECT_EQ(KvHeadTokenBytes(m, false), 256);
+  EXPECT_EQ(KvHeadTokenBytes(m, true), 72);
+  m.head_dim = 32;
+  EXPECT_EQ(KvHeadTokenBytes(m, true), 20);  // one group of 32: 16 + 4
+}
+
+// Weights are split by rows: every byte is somewhere, and each tier's share of each layer is
+// within one row of what the plan asks.
+TEST(MemoryAccountingTest, WeightsAreByteExactAndFollowThePercents) {
+  const Workload w{512, 32, 64};
+  for (const char* name : {"opt-30b", "llama-3-8b", "llama-2-70b"}) {
+    const ModelSpec m = Preset(name);
+    for (bool compress : {false, true}) {
+      for (const auto& [wg, wc] : std::vector<std::pair<int, int>>{
+               {20, 80}, {10, 90}, {0, 100}, {33, 33}, {100, 0}, {1, 98}, {0, 0}}) {
+        Plan p = Split(wg, wc, 100, 0, 100, 0);
+        p.compress_weight = compress;
+        Result<MemoryPlan> mem = AccountMemory(m, w, p);
+        ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+        EXPECT_EQ(mem->weight_bytes.sum(), TotalWeightBytes(m, compress)) << name;
+        for (size_t i = 0; i < mem->weight_layers.size(); ++i) {
+          const LayerPlacement& lp = mem->weight_layers[i];
+          const WeightLayer layer = BuildWeightLayers(m)[i];
+          int64_t max_row = 0;
+          for (const TensorPlacement& t : lp.tensors) max_row = std::max(max_row, t.row_bytes);
+          const double total = lp.gpu_bytes + lp.cpu_bytes + lp.disk_bytes;
+          EXPECT_EQ(total, StoredLayerBytes(layer, compress, m.weight_dtype_bytes));
+          EXPECT_LE(std::abs(lp.gpu_bytes - total * wg / 100), max_row) << name << " " << wg;
+          EXPECT_LE(std::abs(lp.cpu_bytes - total * wc / 100), 2 * max_row) << name << " " << wc;
+          for (const TensorPlacement& t : lp.tensors) {
+            EXPECT_GE(t.gpu_rows, 0);
+            EXPECT_GE(t.cpu_rows, 0);
+            EXPECT_GE(t.disk_rows, 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// FlexGen's midpoint rule put 8.3% of OPT-30B on the GPU for --percent 20 80; strata puts 20%.
+TEST(MemoryAccountingTest, Opt30bTwentyPercentIsTwentyPercent) {
+  Result<MemoryPlan> mem = AccountMemory(Preset("opt-30b"), {512, 32, 144},
+                                         Split(20, 80, 0, 100, 0, 100));
+  ASSERT_TRUE(mem.ok());
+  EXPECT_NEAR(double(mem->weight_bytes.gpu_bytes) / mem->weight_bytes.sum(), 0.20, 0.001);
+}
+
+TEST(MemoryAccountingTest, CacheAndActivationsSplitByRows) {
+  const ModelSpec m = Preset("opt-6.7b");
+  const Workload w{512, 32, 64};
+  Result<MemoryPlan> mem = AccountMemory(m, w, Split(100, 0, 25, 50, 10, 60));
+  ASSERT_TRUE(mem.ok());
+  const RowSplit& kv = mem->kv_cache;
+  EXPECT_EQ(kv.rows, 8 * 32);            // (sequence, KV head) pairs of one micro-batch
+  EXPECT_EQ(kv.copies, 32 * 4);          // layers x micro-batches
+  EXPECT_EQ(kv.row_bytes, 2 * 544 * 256);  // K and V, 544 tokens, 128 fp16 elements
+  EXPECT_EQ(kv.gpu_rows, 64);
+  EXPECT_EQ(kv.cpu_rows, 128);
+  EXPECT_EQ(kv.disk_rows, 64);
+  EXPECT_EQ(mem->kv_cache_bytes.sum(), int64_t{32} * 4 * 8 * 32 * 2 * 544 * 256);
+  const RowSplit& act = mem->activations;
+  EXPECT_EQ(act.rows, 8 * 512);
+  EXPECT_EQ(act.gpu_rows + act.cpu_rows + act.disk_rows, act.rows);
+  EXPECT_NEAR(double(act.gpu_rows) / act.rows, 0.10, 1.0 / act.rows);
+  // Something is on disk, so the pinned ring exists; the totals add up.
+  bool ring = false;
+  for (const NamedBuffer& b : mem->buffers) ring |= b.name == "disk_ring";
+  EXPECT_TRUE(ring);
+  TierBytes sum = mem->weight_bytes;
+  for (const TierBytes* t : {&mem->kv_cache_bytes, &mem->activation_bytes, &mem->staging_bytes,
+                             &mem->workspace_bytes}) {
+    sum += *t;
+  }
+  EXPECT_EQ(sum.gpu_bytes, mem->total_bytes.gpu_bytes);
+  EXPECT_EQ(sum.cpu_bytes, mem->total_bytes.cpu_bytes);
+  EXPECT_EQ(sum.disk_bytes, mem->total_bytes.disk_bytes);
+}
+
+TEST(MemoryAccountingTest, AllOnGpuNeedsNoStaging) {
+  Result<MemoryPlan> mem = AccountMemory(Preset("llama-3-8b"), {128, 16, 8}, Plan());
+  ASSERT_TRUE(mem.ok());
+  EXPECT_EQ(mem->staging_bytes.sum(), 0);
+  EXPECT_EQ(mem->total_bytes.cpu_bytes, 0);
+  EXPECT_EQ(mem->total_bytes.disk_bytes, 0);
+  EXPECT_GT(mem->workspace_bytes.gpu_bytes, 0);
+}
+
+// The search's linear forms match the exact accounting up to row rounding (one row per tensor
+// boundary and per KV or activation unit) and the CPU buffers they always reserve.
+TEST(MemoryAccountingTest, LinearFormsMatchTheExactFiguresUpToRows) {
+  const ModelSpec m = Preset("opt-30b");
+  const Workload w{512, 32, 0};
+  for (Plan p : {Split(20, 80, 0, 100, 0, 100), Split(0, 50, 0, 0, 0, 100),
+                 Split(50, 30, 40, 40, 100, 0)}) {
+    for (bool cpu_attention : {false, true}) {
+      p.cpu_attention = cpu_attention;
+      p.compress_weight = p.compress_cache = cpu_attention;
+      Result<MemoryPlan> mem = AccountMemory(m, w, p);
+      ASSERT_TRUE(mem.ok());
+      double slack = (mem->kv_cache.copies + 4) * mem->kv_cache.row_bytes +
+                     (mem->activations.copies + 4) * mem->activations.row_bytes + kDiskRingBytes;
+      for (const LayerPlacement& layer : mem->weight_layers) {
+        for (const TensorPlacement& t : layer.tensors) slack += 4 * layer.count * t.row_bytes;
+      }
+      for (const NamedBuffer& b : mem->buffers) {
+        if (b.name == "cpu_attention_workspace") slack += b.bytes * b.count;
+      }
+      const LinearMemory lm = LinearMemoryOf(m, w, p);
+      const Fractions x = FractionsOf(p);
+      EXPECT_NEAR(lm.gpu_bytes.Eval(x), mem->total_bytes.gpu_bytes, slack);
+      EXPECT_NEAR(lm.cpu_bytes.Eval(x), mem->total_bytes.cpu_bytes, slack);
+      EXPECT_NEAR(lm.disk_bytes.Eval(x), mem->total_bytes.disk_bytes, slack);
+    }
+  }
+}
+
+TEST(MemoryAccountingTest, InfeasiblePlansNameTheBindingConstraint) {
+  const HardwareSpec t4 = Profile("t4-flexgen");
+  const ModelSpec m = Preset("opt-175b");
+  Plan all_gpu;
+  Result<MemoryPlan> mem = AccountMemory(m, {512, 32, 1}, all_gpu);
+  ASSERT_TRUE(mem.ok());
+  Status s = CheckFits(*mem, t4, all_gpu);
+  EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(s.message().find("GPU memory: the plan needs"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("over by"), std::string::npos);
+  EXPECT_NE(s.message().find("lower weight_gpu_percent"), std::string::npos);
+
+  // OPT-175B on a machine with 100 GB in all: no placement can hold its 350 GB of weights.
+  HardwareSpec tiny = t4;
+  tiny.name = "tiny";
+  tiny.cpu_capacity_bytes = 50'000'000'000;
+  tiny.disk_capacity_bytes = 35'000'000'000;
+  Plan on_disk = Split(0, 0, 0, 0, 0, 100);
+  mem = AccountMemory(m, {512, 32, 1}, on_disk);
+  ASSERT_TRUE(mem.ok());
+  s = CheckFits(*mem, tiny, on_disk);
+  EXPECT_NE(s.message().find("all tiers together"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("no placement fits"), std::string::npos);
+}
+
+TEST(MemoryAccountingTest, RejectsWhatCannotBePlanned) {
+  const ModelSpec m = Preset("opt-6.7b");
+  Result<MemoryPlan> r = AccountMemory(m, {2000, 100, 1}, Plan());
+  EXPECT_EQ(r.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(r.status().message().find("exceeds the context of opt-6.7b (2048 positions)"),
+            std::string::npos);
+  ModelSpec odd = m;
+  odd.head_dim = 96;
+  odd.num_heads = odd.num_kv_heads = 4096 / 96;
+  Plan q4;
+  q4.compress_cache = true;
+  EXPECT_EQ(AccountMemory(odd, {16, 4, 1}, q4).status().code(), StatusCode::kUnsupported);
+}
+
+}  // namespace
+}  // namespace strata
