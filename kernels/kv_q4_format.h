@@ -17,13 +17,20 @@
 // REQUIRES: head_dim is even and, when above 64, a multiple of 64.
 #pragma once
 
+// The helpers below run on the host and, compiled by nvcc, in device code too.
+#if defined(__CUDACC__)
+#define STRATA_Q4_HD __host__ __device__
+#else
+#define STRATA_Q4_HD
+#endif
+
 namespace strata::kernels {
 
 inline constexpr int kQ4MaxGroup = 64;
 
-constexpr int Q4Group(int head_dim) { return head_dim < kQ4MaxGroup ? head_dim : kQ4MaxGroup; }
+STRATA_Q4_HD constexpr int Q4Group(int head_dim) { return head_dim < kQ4MaxGroup ? head_dim : kQ4MaxGroup; }
 // Bytes of codes, and fp16 values of params, for one token of one KV head.
-constexpr int Q4CodeBytes(int head_dim) { return head_dim / 2; }
-constexpr int Q4ParamHalves(int head_dim) { return head_dim / Q4Group(head_dim) * 2; }
+STRATA_Q4_HD constexpr int Q4CodeBytes(int head_dim) { return head_dim / 2; }
+STRATA_Q4_HD constexpr int Q4ParamHalves(int head_dim) { return head_dim / Q4Group(head_dim) * 2; }
 
 }  // namespace strata::kernels

@@ -14,7 +14,7 @@ constexpr double kTera = 1e12;
 
 // Per-token byte sizes and per-layer weight sizes the forms are built from.
 struct Sizes {
-  double layers, gbs, nb, block, prompt, decode_context;
+  double nb, block, prompt, decode_context;
   double heads, head_dim;
   double layer_params, layer_stored, layer_read;     // transformer layer
   double output_params, output_stored, output_read;  // output projection (+ final norm)
@@ -26,10 +26,8 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   const std::vector<WeightLayer> layers = BuildWeightLayers(m);
   const int dtype = m.weight_dtype_bytes;
   Sizes s{};
-  s.layers = m.num_layers;
-  s.gbs = p.gpu_batch_size;
   s.nb = p.num_gpu_batches;
-  s.block = s.gbs * s.nb;
+  s.block = double(p.gpu_batch_size) * s.nb;
   s.prompt = w.prompt_len;
   s.decode_context = w.prompt_len + w.gen_len / 2.0;
   s.heads = m.num_heads;
@@ -40,7 +38,8 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   s.output_params = double(m.vocab_size) * m.hidden_size;
   s.output_stored = StoredLayerBytes(layers[2], p.compress_weight, dtype);
   if (m.tie_word_embeddings) {
-    s.output_stored += m.vocab_size * StoredRowBytes(layers[0].tensors[0], p.compress_weight, dtype);
+    s.output_stored +=
+        m.vocab_size * StoredRowBytes(layers[0].tensors[0], p.compress_weight, dtype);
   }
   s.output_read = s.output_params * dtype;
   s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
@@ -97,7 +96,8 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   if (p.cpu_attention) {
     const double cpu_rate =
         std::min(p.compress_cache ? hw.cpu_attention_q4_gbps : hw.cpu_attention_gbps,
-                 hw.cpu_memory_gbps) * kGiga;
+                 hw.cpu_memory_gbps) *
+        kGiga;
     f.gpu_attention_s.Add(kCacheGpu, cache / gpu_rate);
     OffGpu(f.cpu_attention_s, kCacheCpu, kCacheDisk, cache / cpu_rate);
     // Queries go to the CPU and attention outputs come back for the CPU-attended rows.
@@ -129,25 +129,25 @@ double LayerTimes::step_s(bool overlap) const {
 }
 
 std::string LayerTimes::Bottleneck() const {
-  std::pair<double, std::string> lanes[] = {{compute_lane_s(), "compute"},
-                                            {h2d_s, "h2d"},
-                                            {d2h_s, "d2h"},
-                                            {disk_lane_s(), "disk"}};
-  const auto& top = *std::max_element(std::begin(lanes), std::end(lanes),
-                                      [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::pair<double, std::string> lanes[] = {
+      {compute_lane_s(), "compute"}, {h2d_s, "h2d"}, {d2h_s, "d2h"}, {disk_lane_s(), "disk"}};
+  const auto& top =
+      *std::max_element(std::begin(lanes), std::end(lanes),
+                        [](const auto& a, const auto& b) { return a.first < b.first; });
   if (top.second != "compute") return top.second;
   std::pair<double, const char*> units[] = {{gpu_gemm_s, "GPU GEMM"},
                                             {gpu_attention_s, "GPU attention"},
                                             {cpu_attention_s, "CPU attention"},
                                             {gpu_dequant_s, "4-bit expansion"}};
-  const auto& unit = *std::max_element(std::begin(units), std::end(units),
-                                       [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto& unit =
+      *std::max_element(std::begin(units), std::end(units),
+                        [](const auto& a, const auto& b) { return a.first < b.first; });
   return std::string("compute (") + unit.second + ")";
 }
 
 LayerTimes LayerForms::Eval(const Fractions& x) const {
-  return {disk_read_s.Eval(x),  h2d_s.Eval(x),           d2h_s.Eval(x),
-          disk_write_s.Eval(x), gpu_gemm_s.Eval(x),      gpu_attention_s.Eval(x),
+  return {disk_read_s.Eval(x),     h2d_s.Eval(x),        d2h_s.Eval(x),
+          disk_write_s.Eval(x),    gpu_gemm_s.Eval(x),   gpu_attention_s.Eval(x),
           cpu_attention_s.Eval(x), gpu_dequant_s.Eval(x)};
 }
 
@@ -165,7 +165,8 @@ CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const Model
     PhaseCost c;
     c.layer = layer.Eval(x);
     c.output = output.Eval(x);
-    c.token_step_s = model.num_layers * c.layer.step_s(plan.overlap) + c.output.step_s(plan.overlap);
+    c.token_step_s =
+        model.num_layers * c.layer.step_s(plan.overlap) + c.output.step_s(plan.overlap);
     c.total_s = steps * c.token_step_s;
     return c;
   };

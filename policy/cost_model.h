@@ -56,7 +56,7 @@ struct LayerForms {
 };
 
 struct CostForms {
-  LayerForms layer_prefill;   // one transformer layer
+  LayerForms layer_prefill;  // one transformer layer
   LayerForms layer_decode;
   LayerForms output_prefill;  // the output layer (final norm and projection, last position)
   LayerForms output_decode;
@@ -67,8 +67,8 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
                          const HardwareSpec& hardware);
 
 struct PhaseCost {
-  LayerTimes layer;   // one transformer layer step
-  LayerTimes output;  // the output layer step
+  LayerTimes layer;         // one transformer layer step
+  LayerTimes output;        // the output layer step
   double token_step_s = 0;  // num_layers layer steps plus the output step
   double total_s = 0;       // per block: one token step for prefill, gen_len - 1 for decode
 };
@@ -77,8 +77,8 @@ struct CostEstimate {
   PhaseCost prefill;
   PhaseCost decode;
   double block_s = 0;
-  int64_t num_blocks = 0;   // ceil(num_prompts / block size), the last one padded; 1 for an
-                            // open-ended job (num_prompts 0)
+  int64_t num_blocks = 0;  // ceil(num_prompts / block size), the last one padded; 1 for an
+                           // open-ended job (num_prompts 0)
   double total_s = 0;
   double throughput_tokens_per_s = 0;  // prompts * gen_len / total_s, FlexGen's measure (prompts:
                                        // num_prompts, or the block size for an open-ended job)

@@ -9,7 +9,7 @@ namespace strata {
 namespace {
 
 int64_t Capacity(const HardwareSpec& hw, Tier tier) {
-  return tier == Tier::kGpu ? hw.gpu_capacity_bytes
+  return tier == Tier::kGpu   ? hw.gpu_capacity_bytes
          : tier == Tier::kCpu ? hw.cpu_capacity_bytes
                               : hw.disk_capacity_bytes;
 }
@@ -17,9 +17,12 @@ int64_t Capacity(const HardwareSpec& hw, Tier tier) {
 // The parts of one tier, largest first, as "weights 12.01 GB, workspace 2.84 GB".
 std::string LargestParts(const MemoryPlan& m, Tier tier) {
   std::vector<std::pair<int64_t, const char*>> parts = {
-      {m.weight_bytes.at(tier), "weights"},         {m.kv_cache_bytes.at(tier), "KV cache"},
-      {m.activation_bytes.at(tier), "activations"}, {m.staging_bytes.at(tier), "staging"},
-      {m.workspace_bytes.at(tier), "workspace"}};
+      {m.weight_bytes.at(tier), "weights"},
+      {m.kv_cache_bytes.at(tier), "KV cache"},
+      {m.activation_bytes.at(tier), "activations"},
+      {m.staging_bytes.at(tier), "staging"},
+      {m.workspace_bytes.at(tier), "workspace"},
+      {m.alignment_bytes.at(tier), "alignment"}};
   std::sort(parts.rbegin(), parts.rend());
   std::string text;
   for (int i = 0; i < 3 && parts[i].first > 0; ++i) {
@@ -37,7 +40,8 @@ std::string Advice(const MemoryPlan& m, Tier tier, const Plan& plan) {
     if (plan.gpu_batch_size > 1) ways.push_back("a smaller --gpu-batch-size (staging, workspace)");
   } else if (tier == Tier::kCpu) {
     if (m.weight_bytes.cpu_bytes > 0) ways.push_back("move weights to disk (weight_cpu_percent)");
-    if (m.kv_cache_bytes.cpu_bytes > 0) ways.push_back("move the KV cache to disk (cache_cpu_percent)");
+    if (m.kv_cache_bytes.cpu_bytes > 0)
+      ways.push_back("move the KV cache to disk (cache_cpu_percent)");
   } else {
     ways.push_back("more free space in the offload directory");
   }
@@ -52,10 +56,10 @@ std::string Advice(const MemoryPlan& m, Tier tier, const Plan& plan) {
 }  // namespace
 
 Status CheckFits(const MemoryPlan& m, const HardwareSpec& hw, const Plan& plan) {
-  const int64_t all_capacity = hw.gpu_capacity_bytes + hw.cpu_capacity_bytes +
-                               hw.disk_capacity_bytes;
-  const int64_t all_needed = m.weight_bytes.sum() + m.kv_cache_bytes.sum() +
-                             m.activation_bytes.sum();
+  const int64_t all_capacity =
+      hw.gpu_capacity_bytes + hw.cpu_capacity_bytes + hw.disk_capacity_bytes;
+  const int64_t all_needed =
+      m.weight_bytes.sum() + m.kv_cache_bytes.sum() + m.activation_bytes.sum();
   if (all_needed > all_capacity) {
     return Status::ResourceExhausted(
         "all tiers together: the weights, KV cache and activations need " +

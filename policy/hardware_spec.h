@@ -44,10 +44,10 @@ struct HardwareSpec {
 
   // CPU.
   int cpu_cores = 0;
-  double cpu_memory_gbps = 0;         // host memory read bandwidth, all cores
-  double cpu_attention_gbps = 0;      // decode attention, uncompressed cache bytes per second,
-                                      // all cores
-  double cpu_attention_q4_gbps = 0;   // decode attention, 4-bit cache bytes per second, all cores
+  double cpu_memory_gbps = 0;        // host memory read bandwidth, all cores
+  double cpu_attention_gbps = 0;     // decode attention, uncompressed cache bytes per second,
+                                     // all cores
+  double cpu_attention_q4_gbps = 0;  // decode attention, 4-bit cache bytes per second, all cores
 
   // True where a number was measured without a GPU: the device tier was a capacity-limited host
   // arena, its links host memcpy and its compute the CPU (the CPU build's emulated device).

@@ -11,19 +11,25 @@ namespace strata {
 
 // The placement fractions, each in [0, 1]; each family of three sums to 1.
 enum Fraction {
-  kWeightGpu, kWeightCpu, kWeightDisk,
-  kCacheGpu, kCacheCpu, kCacheDisk,
-  kActivationGpu, kActivationCpu, kActivationDisk,
+  kWeightGpu,
+  kWeightCpu,
+  kWeightDisk,
+  kCacheGpu,
+  kCacheCpu,
+  kCacheDisk,
+  kActivationGpu,
+  kActivationCpu,
+  kActivationDisk,
   kNumFractions,
 };
 using Fractions = std::array<double, kNumFractions>;
 
 // The plan's percents as fractions.
 inline Fractions FractionsOf(const Plan& p) {
-  return {p.weight_gpu_percent / 100.0,     p.weight_cpu_percent / 100.0,
-          p.weight_disk_percent() / 100.0,  p.cache_gpu_percent / 100.0,
-          p.cache_cpu_percent / 100.0,      p.cache_disk_percent() / 100.0,
-          p.activation_gpu_percent / 100.0, p.activation_cpu_percent / 100.0,
+  return {p.weight_gpu_percent / 100.0,       p.weight_cpu_percent / 100.0,
+          p.weight_disk_percent() / 100.0,    p.cache_gpu_percent / 100.0,
+          p.cache_cpu_percent / 100.0,        p.cache_disk_percent() / 100.0,
+          p.activation_gpu_percent / 100.0,   p.activation_cpu_percent / 100.0,
           p.activation_disk_percent() / 100.0};
 }
 
@@ -55,10 +61,5 @@ struct LinearForm {
 };
 
 inline LinearForm operator+(LinearForm a, const LinearForm& b) { return a += b; }
-inline LinearForm Constant(double c) {
-  LinearForm f;
-  f.constant = c;
-  return f;
-}
 
 }  // namespace strata

@@ -4,7 +4,6 @@
 #include <coin/CoinError.hpp>
 #include <coin/CoinPackedMatrix.hpp>
 #include <coin/CoinPackedVector.hpp>
-
 #include <string>
 #include <vector>
 
@@ -12,8 +11,13 @@ namespace strata {
 namespace {
 
 // Columns: the fractions, then the four step times.
-enum StepColumn { kPrefillLayer = kNumFractions, kDecodeLayer, kPrefillOutput, kDecodeOutput,
-                  kNumColumns };
+enum StepColumn {
+  kPrefillLayer = kNumFractions,
+  kDecodeLayer,
+  kPrefillOutput,
+  kDecodeOutput,
+  kNumColumns
+};
 
 struct Rows {
   CoinPackedMatrix matrix{false, 0, 0};
@@ -93,9 +97,9 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   objective[kPrefillOutput] = 1;
   objective[kDecodeLayer] = decode_steps * num_layers;
   objective[kDecodeOutput] = decode_steps;
-  const LinearForm work = Work(cost.layer_prefill) * num_layers + Work(cost.output_prefill) +
-                          (Work(cost.layer_decode) * num_layers + Work(cost.output_decode)) *
-                              decode_steps;
+  const LinearForm work =
+      Work(cost.layer_prefill) * num_layers + Work(cost.output_prefill) +
+      (Work(cost.layer_decode) * num_layers + Work(cost.output_decode)) * decode_steps;
   for (int i = 0; i < kNumFractions; ++i) objective[i] = kTieBreak * work.coef[i];
 
   try {

@@ -22,11 +22,13 @@ struct Shape {
   int64_t kv_rows;              // per (layer, micro-batch) slice
   int64_t kv_row_bytes;         // K and V of max_len tokens
   int64_t kv_copies;
-  int64_t act_rows;             // per micro-batch
+  int64_t act_rows;  // per micro-batch
   int64_t act_row_bytes;
-  int64_t gpu_workspace_bytes;
+  int64_t transformer_workspace_bytes;
+  int64_t logits_bytes;
+  int64_t last_hidden_bytes;
   int64_t expanded_weight_bytes;  // fp16 copy of the largest compute layer (4-bit weights)
-  int64_t cpu_attention_scratch_bytes;
+  int64_t cpu_attention_workspace_bytes;  // one of the two buffers
 };
 
 Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
@@ -48,19 +50,13 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
   s.act_rows = s.gbs * s.prompt;
   s.act_row_bytes = s.hidden * s.act_bytes;
 
-  // One micro-batch's intermediates, in elements, at the larger of prefill and decode.
+  // The Transformer's buffers (src/runtime/transformer.h), each sized for the most rows it sees
+  // (a micro-batch's prefill) and all kept at once: normed, q, k, v, attn, proj, up and gate.
   const int64_t f = int64_t{m.intermediate_size} * (m.gated_mlp ? 2 : 1);
-  auto phase = [&](int64_t tokens, int64_t scores) {
-    const int64_t io = 2 * tokens * s.hidden;
-    const int64_t attention = tokens * s.hidden + tokens * (s.heads + 2 * s.kv_heads) * s.head_dim +
-                              scores + tokens * s.heads * s.head_dim;
-    const int64_t mlp = tokens * s.hidden + tokens * f;
-    return io + std::max(attention, mlp);
-  };
-  const int64_t prefill = phase(s.gbs * s.prompt, s.gbs * s.heads * s.prompt * s.prompt);
-  const int64_t decode = phase(s.gbs, s.gbs * s.heads * s.max_len);
-  const int64_t logits = s.gbs * m.vocab_size * 4;  // fp32, last position only
-  s.gpu_workspace_bytes = std::max(prefill, decode) * s.act_bytes + logits;
+  const int64_t per_row = 2 * s.hidden + 2 * s.heads * s.head_dim + 2 * s.kv_heads * s.head_dim + f;
+  s.transformer_workspace_bytes = s.gbs * s.prompt * per_row * s.act_bytes;
+  s.logits_bytes = s.gbs * m.vocab_size * 4;  // fp32, last position only
+  s.last_hidden_bytes = s.gbs * s.hidden * s.act_bytes;
 
   if (p.compress_weight) {
     int64_t largest = MatrixElements(layers[1]);
@@ -68,38 +64,64 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
     largest = std::max(largest, m.tie_word_embeddings ? lm_head : MatrixElements(layers[2]));
     s.expanded_weight_bytes = largest * m.weight_dtype_bytes;
   }
-  // q, output and scores of one micro-batch in fp32.
-  s.cpu_attention_scratch_bytes = s.gbs * s.heads * (2 * s.head_dim + s.max_len) * 4;
+  // Queries and outputs of one micro-batch's decode step.
+  s.cpu_attention_workspace_bytes = 2 * s.gbs * s.heads * s.head_dim * s.act_bytes;
   return s;
 }
 
-// Bytes of the output projection's tensor that live off the GPU (the tied embedding lives in the
-// input layer).
-int64_t OutputOffGpuBytes(const ModelSpec& m, const std::vector<LayerPlacement>& placed) {
-  const LayerPlacement& out = placed[2];
-  int64_t off = out.cpu_bytes + out.disk_bytes;
-  if (m.tie_word_embeddings) {
-    const TensorPlacement& embed = placed[0].tensors[0];
-    off += (embed.cpu_rows + embed.disk_rows) * embed.row_bytes;
+// The bytes of one weight staging slot: for each unit assembled in turn (the input layer, a
+// block's attention tensors — those before its MLP norm —, its MLP tensors, the output layer
+// with a tied embedding last) the whole tensors with an off-GPU row, at 64-byte offsets; the
+// largest unit. As src/memory/weight_placement.cc lays them out.
+int64_t WeightSlotBytes(const ModelSpec& m, const std::vector<LayerPlacement>& placed) {
+  int64_t largest = 0;
+  auto whole = [](const TensorPlacement& t) {
+    return (t.gpu_rows + t.cpu_rows + t.disk_rows) * t.row_bytes;
+  };
+  auto off_gpu = [](const TensorPlacement& t) { return t.cpu_rows + t.disk_rows > 0; };
+  for (const LayerPlacement& layer : placed) {
+    int64_t end[2] = {0, 0};
+    int part = 0;
+    for (const TensorPlacement& t : layer.tensors) {
+      if (layer.kind == LayerKind::kTransformer && t.name == "mlp_norm.weight") part = 1;
+      if (!off_gpu(t)) continue;
+      end[part] = AlignUpTo(end[part], kLayoutArenaAlignment) + whole(t);
+    }
+    if (layer.kind == LayerKind::kOutput && m.tie_word_embeddings) {
+      const TensorPlacement& embed = placed[0].tensors[0];
+      if (off_gpu(embed)) end[0] = AlignUpTo(end[0], kLayoutArenaAlignment) + whole(embed);
+    }
+    largest = std::max({largest, end[0], end[1]});
   }
-  return off;
+  return largest;
+}
+
+// The layout's padding of `count` reservations of `bytes` on `tier`.
+int64_t Padding(Tier tier, int64_t bytes, int64_t count) {
+  if (bytes <= 0) return 0;
+  const int64_t a = tier == Tier::kDisk ? kLayoutDiskAlignment : kLayoutArenaAlignment;
+  return count * (AlignUpTo(bytes, a) - bytes);
 }
 
 void AddBuffer(MemoryPlan& mem, std::string name, Tier tier, int64_t bytes, int count,
-               bool staging) {
+               bool staging, bool in_arena = true) {
   if (bytes <= 0) return;
   mem.buffers.push_back({std::move(name), tier, bytes, count, staging});
   TierBytes& row = staging ? mem.staging_bytes : mem.workspace_bytes;
   row.at(tier) += bytes * count;
+  if (in_arena) mem.alignment_bytes.at(tier) += Padding(tier, bytes, count);
 }
 
 }  // namespace
 
 const char* TierName(Tier tier) {
   switch (tier) {
-    case Tier::kGpu: return "GPU";
-    case Tier::kCpu: return "CPU";
-    case Tier::kDisk: return "disk";
+    case Tier::kGpu:
+      return "GPU";
+    case Tier::kCpu:
+      return "CPU";
+    case Tier::kDisk:
+      return "disk";
   }
   return "?";
 }
@@ -122,28 +144,43 @@ int64_t KvHeadTokenBytes(const ModelSpec& model, bool compress_cache) {
   return model.head_dim / 2 + model.head_dim / group * 4;
 }
 
+int64_t DiskRingBytes(int64_t largest_disk_extent) {
+  if (largest_disk_extent <= 0) return 0;
+  return 2 * std::min(kDiskRingHalfBytes,
+                      AlignUpTo(largest_disk_extent, kLayoutDiskAlignment) + 2 * kLayoutDiskAlignment);
+}
+
 Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workload,
                                  const Plan& plan) {
   STRATA_RETURN_IF_ERROR(model.Validate());
   STRATA_RETURN_IF_ERROR(workload.Validate(model));
   STRATA_RETURN_IF_ERROR(plan.Validate());
-  if (plan.compress_cache && (model.head_dim % 2 != 0 ||
-                              (model.head_dim > 64 && model.head_dim % 64 != 0))) {
-    return Status::Unsupported("the 4-bit KV cache needs an even head_dim that is a multiple of "
-                               "64 above 64; " + model.name + " has " +
-                               std::to_string(model.head_dim) + "; run without --compress-cache");
+  if (plan.compress_cache &&
+      (model.head_dim % 2 != 0 || (model.head_dim > 64 && model.head_dim % 64 != 0))) {
+    return Status::Unsupported(
+        "the 4-bit KV cache needs an even head_dim that is a multiple of "
+        "64 above 64; " +
+        model.name + " has " + std::to_string(model.head_dim) + "; run without --compress-cache");
   }
   const std::vector<WeightLayer> layers = BuildWeightLayers(model);
   const Shape s = ShapeOf(model, workload, plan, layers);
 
   MemoryPlan mem;
+  int64_t largest_disk = 0;  // the largest disk extent: one layer's, slice's or micro-batch's
   for (const WeightLayer& layer : layers) {
     mem.weight_layers.push_back(PlaceLayerByRows(layer, plan.weight_gpu_percent,
                                                  plan.weight_cpu_percent, plan.compress_weight,
                                                  model.weight_dtype_bytes));
     const LayerPlacement& p = mem.weight_layers.back();
-    mem.weight_bytes += TierBytes{p.count * p.gpu_bytes, p.count * p.cpu_bytes,
-                                  p.count * p.disk_bytes};
+    mem.weight_bytes +=
+        TierBytes{p.count * p.gpu_bytes, p.count * p.cpu_bytes, p.count * p.disk_bytes};
+    // GPU and CPU homes per tensor; a layer's disk rows in one extent.
+    for (const TensorPlacement& t : p.tensors) {
+      mem.alignment_bytes.gpu_bytes += Padding(Tier::kGpu, t.gpu_rows * t.row_bytes, p.count);
+      mem.alignment_bytes.cpu_bytes += Padding(Tier::kCpu, t.cpu_rows * t.row_bytes, p.count);
+    }
+    mem.alignment_bytes.disk_bytes += Padding(Tier::kDisk, p.disk_bytes, p.count);
+    largest_disk = std::max(largest_disk, p.disk_bytes);
   }
   mem.kv_cache = SplitRows(s.kv_copies, s.kv_rows, s.kv_row_bytes, plan.cache_gpu_percent,
                            plan.cache_cpu_percent);
@@ -151,36 +188,47 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   mem.activations = SplitRows(s.nb, s.act_rows, s.act_row_bytes, plan.activation_gpu_percent,
                               plan.activation_cpu_percent);
   mem.activation_bytes = mem.activations.bytes();
-
-  // GPU staging: double buffers for whatever a step loads from off the GPU.
-  const LayerPlacement& block = mem.weight_layers[1];
-  const int64_t weight_off = std::max(block.cpu_bytes + block.disk_bytes,
-                                      OutputOffGpuBytes(model, mem.weight_layers));
-  AddBuffer(mem, "weight_staging", Tier::kGpu, weight_off, 2, true);
-  const int64_t kv_off_rows = mem.kv_cache.cpu_rows + mem.kv_cache.disk_rows;
-  // With CPU attention only the prompt's new K and V leave the GPU through it; otherwise a
-  // slice's whole off-GPU cache comes in for GPU attention.
-  const int64_t kv_staging_row = plan.cpu_attention ? 2 * s.prompt * s.kv_head_token_bytes
-                                                    : s.kv_row_bytes;
-  AddBuffer(mem, "kv_staging", Tier::kGpu, kv_off_rows * kv_staging_row, 2, true);
-  AddBuffer(mem, "activation_staging", Tier::kGpu,
-            (mem.activations.cpu_rows + mem.activations.disk_rows) * s.act_row_bytes, 2, true);
-  AddBuffer(mem, "gpu_workspace", Tier::kGpu, s.gpu_workspace_bytes, 1, false);
-  AddBuffer(mem, "expanded_weights", Tier::kGpu, s.expanded_weight_bytes, 1, false);
-
-  // CPU: the pinned disk ring, and the CPU-attention buffers.
-  const bool uses_disk = mem.weight_bytes.disk_bytes + mem.kv_cache_bytes.disk_bytes +
-                             mem.activation_bytes.disk_bytes > 0;
-  AddBuffer(mem, "disk_ring", Tier::kCpu, uses_disk ? kDiskRingBytes : 0, 1, true);
-  if (plan.cpu_attention && kv_off_rows > 0) {
-    AddBuffer(mem, "cpu_attention_cache", Tier::kCpu, mem.kv_cache.disk_rows * s.kv_row_bytes, 2,
-              true);
-    AddBuffer(mem, "cpu_attention_workspace", Tier::kCpu, s.cpu_attention_scratch_bytes, 2,
-              false);
+  for (const RowSplit* split : {&mem.kv_cache, &mem.activations}) {
+    const int64_t rows[] = {split->gpu_rows, split->cpu_rows, split->disk_rows};
+    for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+      mem.alignment_bytes.at(t) +=
+          Padding(t, rows[static_cast<int>(t)] * split->row_bytes, split->copies);
+    }
+    largest_disk = std::max(largest_disk, split->disk_rows * split->row_bytes);
   }
 
+  // CPU, placed first: the pinned disk ring and the CPU-attention cache slots, 4 KiB-aligned.
+  const int64_t kv_off_rows = mem.kv_cache.cpu_rows + mem.kv_cache.disk_rows;
+  AddBuffer(mem, "disk_ring", Tier::kCpu, DiskRingBytes(largest_disk), 1, true);
+  if (plan.cpu_attention) {
+    AddBuffer(mem, "cpu_attention_cache", Tier::kCpu,
+              AlignUpTo(mem.kv_cache.disk_rows * s.kv_row_bytes, kLayoutDiskAlignment), 2, true);
+  }
+  // GPU staging: double buffers for whatever a step loads from off the GPU.
+  AddBuffer(mem, "weight_staging", Tier::kGpu, WeightSlotBytes(model, mem.weight_layers), 2, true);
+  // With CPU attention only the prompt's new K and V leave the GPU through it; otherwise a
+  // slice's whole off-GPU cache comes in for GPU attention.
+  const int64_t kv_staging_row =
+      plan.cpu_attention ? 2 * s.prompt * s.kv_head_token_bytes : s.kv_row_bytes;
+  AddBuffer(mem, "kv_staging", Tier::kGpu, kv_off_rows * kv_staging_row, 2, true);
+  if (plan.cpu_attention && kv_off_rows > 0) {
+    AddBuffer(mem, "cpu_attention_workspace", Tier::kCpu, s.cpu_attention_workspace_bytes, 2,
+              false);
+  }
+  // GPU workspace. The hidden states of the micro-batch computing live in its home when every
+  // row is on the GPU, else in one of two slots the load and store lanes fill and drain.
+  if (mem.activations.cpu_rows + mem.activations.disk_rows > 0) {
+    AddBuffer(mem, "activation_slots", Tier::kGpu, s.act_rows * s.act_row_bytes, 2, false);
+  }
+  AddBuffer(mem, "logits", Tier::kGpu, s.logits_bytes, 1, false);
+  AddBuffer(mem, "last_hidden", Tier::kGpu, s.last_hidden_bytes, 1, false);
+  // The Transformer's own buffers are not in the arena: no padding.
+  AddBuffer(mem, "transformer_workspace", Tier::kGpu, s.transformer_workspace_bytes, 1, false,
+            false);
+  AddBuffer(mem, "expanded_weights", Tier::kGpu, s.expanded_weight_bytes, 1, false);
+
   for (const TierBytes* row : {&mem.weight_bytes, &mem.kv_cache_bytes, &mem.activation_bytes,
-                               &mem.staging_bytes, &mem.workspace_bytes}) {
+                               &mem.staging_bytes, &mem.workspace_bytes, &mem.alignment_bytes}) {
     mem.total_bytes += *row;
   }
   return mem;
@@ -196,31 +244,35 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
   for (const WeightLayer& layer : layers) {
     weights += double(layer.count) * StoredLayerBytes(layer, cw, dtype);
   }
-  double output = StoredLayerBytes(layers[2], cw, dtype);
-  if (model.tie_word_embeddings) {
-    output += double(model.vocab_size) * StoredRowBytes(layers[0].tensors[0], cw, dtype);
+  // The largest unit assembled in a weight slot, all of it off the GPU.
+  double weight_unit = 0;
+  {
+    std::vector<LayerPlacement> off;
+    for (const WeightLayer& layer : layers) off.push_back(PlaceLayerByRows(layer, 0, 100, cw, dtype));
+    weight_unit = double(WeightSlotBytes(model, off));
   }
-  const double weight_layer = std::max<double>(StoredLayerBytes(layers[1], cw, dtype), output);
   const double kv = double(s.kv_copies) * s.kv_rows * s.kv_row_bytes;
   const double act = double(s.nb) * s.act_rows * s.act_row_bytes;
-  const double kv_staging_row = plan.cpu_attention ? 2.0 * s.prompt * s.kv_head_token_bytes
-                                                   : double(s.kv_row_bytes);
+  const double act_slots = 2.0 * s.act_rows * s.act_row_bytes;
+  const double kv_staging_row =
+      plan.cpu_attention ? 2.0 * s.prompt * s.kv_head_token_bytes : double(s.kv_row_bytes);
 
   LinearMemory lm;
   LinearForm& gpu = lm.gpu_bytes;
   gpu.Add(kWeightGpu, weights).Add(kCacheGpu, kv).Add(kActivationGpu, act);
-  gpu.Add(kWeightCpu, 2 * weight_layer).Add(kWeightDisk, 2 * weight_layer);
-  gpu.Add(kCacheCpu, 2 * s.kv_rows * kv_staging_row).Add(kCacheDisk, 2 * s.kv_rows * kv_staging_row);
-  gpu.Add(kActivationCpu, 2.0 * s.act_rows * s.act_row_bytes);
-  gpu.Add(kActivationDisk, 2.0 * s.act_rows * s.act_row_bytes);
-  gpu.constant = double(s.gpu_workspace_bytes) + s.expanded_weight_bytes;
+  gpu.Add(kWeightCpu, 2 * weight_unit).Add(kWeightDisk, 2 * weight_unit);
+  gpu.Add(kCacheCpu, 2 * s.kv_rows * kv_staging_row)
+      .Add(kCacheDisk, 2 * s.kv_rows * kv_staging_row);
+  gpu.Add(kActivationCpu, act_slots).Add(kActivationDisk, act_slots);
+  gpu.constant = double(s.transformer_workspace_bytes) + s.logits_bytes + s.last_hidden_bytes +
+                 s.expanded_weight_bytes;
 
   LinearForm& cpu = lm.cpu_bytes;
   cpu.Add(kWeightCpu, weights).Add(kCacheCpu, kv).Add(kActivationCpu, act);
   cpu.constant = double(kDiskRingBytes);
   if (plan.cpu_attention) {
     cpu.Add(kCacheDisk, 2.0 * s.kv_rows * s.kv_row_bytes);
-    cpu.constant += 2.0 * s.cpu_attention_scratch_bytes;
+    cpu.constant += 2.0 * s.cpu_attention_workspace_bytes;
   }
 
   lm.disk_bytes.Add(kWeightDisk, weights).Add(kCacheDisk, kv).Add(kActivationDisk, act);

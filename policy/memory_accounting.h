@@ -1,14 +1,37 @@
 // Memory accounting: every byte a run allocates, per tier, for a (model, workload, plan). This is
 // the one function both the search and the runtime use — the search to decide what fits, the
-// executor to size its allocations — so a plan that fits on paper fits in practice.
+// executor to size its allocations — so a plan that fits on paper fits in practice. Each term
+// below is one reservation of the executor's layout (src/memory/placement.h) or one of its
+// compute workspaces; a test holds the executor's per-tier peak to total_bytes (docs/DESIGN.md,
+// rule 2).
 //
 // What is counted (all allocated once, for the whole run, at their largest size):
 //   homes       weights (split by rows, policy/weight_layout.h), the KV cache of one block and the
 //               hidden states of its micro-batches, each split over tiers by the plan's percents;
-//   staging     GPU buffers that receive what lives off the GPU (double-buffered so the next
-//               load overlaps the current compute) and the CPU's pinned disk ring and
-//               CPU-attention cache buffers;
-//   workspace   the intermediates of one micro-batch on the GPU (and the CPU-attention scratch).
+//   staging     GPU:  weight_staging  2 slots, each the largest of the whole bytes of the tensors
+//                                     with an off-GPU row of one assembled unit: the input layer,
+//                                     a block's attention half, its MLP half, the output layer
+//                                     (a tied embedding included); tensors lie at 64-byte offsets;
+//                     kv_staging      2 slots of a slice's off-GPU rows (prompt_len slots per row
+//                                     under CPU attention, else max_len);
+//               CPU:  disk_ring       the pinned bounce buffer for disk transfers, DiskRingBytes;
+//                     cpu_attention_cache  CPU attention: 2 slots of a slice's disk rows, each
+//                                     rounded up to kLayoutDiskAlignment;
+//   workspace   GPU:  transformer_workspace  the Transformer's buffers, all held at once, for one
+//                                     micro-batch's prefill rows: rows x (2 hidden + 2 heads *
+//                                     head_dim + 2 kv_heads * head_dim + intermediate x (2 if
+//                                     gated, else 1)) activation elements;
+//                     activation_slots 2 GPU copies of a micro-batch's hidden states, when any row
+//                                     lives off the GPU;
+//                     logits, last_hidden  [gpu_batch_size, vocab] fp32 and [gpu_batch_size,
+//                                     hidden] activations of the micro-batch computing;
+//                     expanded_weights fp16 copy of the largest compute layer (4-bit weights);
+//               CPU:  cpu_attention_workspace  CPU attention: 2 x queries and outputs of one
+//                                     micro-batch's decode step;
+//   alignment   padding of the layout: arena reservations at kLayoutArenaAlignment, disk extents (each
+//               layer's disk weights, each KV slice's and micro-batch's disk rows) rounded up to
+//               kLayoutDiskAlignment for O_DIRECT. Counted per reservation as its rounding up,
+//               so it bounds the layout's padding from above (by under one alignment unit).
 // Homes of the KV cache are split per (layer, micro-batch) slice by (sequence, KV head) rows;
 // activations per micro-batch by token rows. Thread-compatible pure functions.
 #pragma once
@@ -34,8 +57,12 @@ struct TierBytes {
   int64_t cpu_bytes = 0;
   int64_t disk_bytes = 0;
 
-  int64_t& at(Tier t) { return t == Tier::kGpu ? gpu_bytes : t == Tier::kCpu ? cpu_bytes : disk_bytes; }
-  int64_t at(Tier t) const { return const_cast<TierBytes*>(this)->at(t); }
+  int64_t& at(Tier t) {
+    return t == Tier::kGpu ? gpu_bytes : t == Tier::kCpu ? cpu_bytes : disk_bytes;
+  }
+  int64_t at(Tier t) const {
+    return t == Tier::kGpu ? gpu_bytes : t == Tier::kCpu ? cpu_bytes : disk_bytes;
+  }
   int64_t sum() const { return gpu_bytes + cpu_bytes + disk_bytes; }
   TierBytes& operator+=(const TierBytes& o);
 };
@@ -61,8 +88,24 @@ struct NamedBuffer {
   bool staging = true;  // staging (moves data between tiers) or workspace (compute scratch)
 };
 
-// The disk staging ring in pinned CPU memory, present when anything lives on disk.
-inline constexpr int64_t kDiskRingBytes = int64_t{64} << 20;
+// Alignment of reservations in the GPU and CPU arenas, and of disk extents (O_DIRECT).
+inline constexpr int64_t kLayoutArenaAlignment = 64;
+inline constexpr int64_t kLayoutDiskAlignment = 4096;
+// Largest half of the disk ring: requests of this size keep an NVMe queue busy.
+inline constexpr int64_t kDiskRingHalfBytes = int64_t{32} << 20;
+// The most the disk staging ring can take.
+inline constexpr int64_t kDiskRingBytes = 2 * kDiskRingHalfBytes;
+
+// `n` rounded up to a multiple of `alignment` (a power of two).
+constexpr int64_t AlignUpTo(int64_t n, int64_t alignment) {
+  return (n + alignment - 1) / alignment * alignment;
+}
+
+// The disk staging ring in pinned CPU memory, present when anything lives on disk: two halves
+// (one per moving lane) of the largest disk extent rounded up to kLayoutDiskAlignment plus two
+// pages of slack (so an unaligned piece goes in one request), at most kDiskRingHalfBytes each
+// (transfers are chunked). 0 when `largest_disk_extent` is 0.
+int64_t DiskRingBytes(int64_t largest_disk_extent);
 
 struct MemoryPlan {
   std::vector<LayerPlacement> weight_layers;  // input embedding, transformer (x count), output
@@ -76,7 +119,8 @@ struct MemoryPlan {
   TierBytes activation_bytes;
   TierBytes staging_bytes;
   TierBytes workspace_bytes;
-  TierBytes total_bytes;  // the sum of the five rows above: the run's peak per tier
+  TierBytes alignment_bytes;  // layout padding (see the top of this file)
+  TierBytes total_bytes;  // the sum of the six rows above: the run's peak per tier
 };
 
 // Bytes of one token's K (or V) vector for one KV head as the cache stores it: fp16/fp32, or the
@@ -90,8 +134,11 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
                                  const Plan& plan);
 
 // The accounting as affine functions of the placement fractions for the plan's gpu_batch_size,
-// num_gpu_batches and flags (its percents are ignored). Each is at least the exact figure up to
-// row rounding; the search's linear program constrains these and re-checks AccountMemory.
+// num_gpu_batches and flags (its percents are ignored). Each matches the exact figure up to row
+// rounding, alignment padding, the disk ring (counted at its largest) and the staging slots,
+// which hold whole tensors or micro-batches (counted in proportion to what lives off the GPU:
+// exact with nothing or everything off it); the search's linear program constrains these and
+// re-checks AccountMemory.
 struct LinearMemory {
   LinearForm gpu_bytes;
   LinearForm cpu_bytes;

@@ -11,12 +11,12 @@
 namespace strata {
 
 struct ModelSpec {
-  std::string name;                  // for messages and reports
-  int num_layers = 0;                // transformer blocks
+  std::string name;    // for messages and reports
+  int num_layers = 0;  // transformer blocks
   int hidden_size = 0;
-  int intermediate_size = 0;         // MLP width (per projection for gated MLPs)
-  int num_heads = 0;                 // query heads
-  int num_kv_heads = 0;              // == num_heads without grouped-query attention
+  int intermediate_size = 0;  // MLP width (per projection for gated MLPs)
+  int num_heads = 0;          // query heads
+  int num_kv_heads = 0;       // == num_heads without grouped-query attention
   int head_dim = 0;
   int vocab_size = 0;
   int max_position_embeddings = 0;   // context length: prompt + generation must fit

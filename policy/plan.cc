@@ -20,8 +20,8 @@ Status CheckFamily(const char* family, int gpu, int cpu) {
   }
   if (gpu + cpu > 100) {
     return Status::InvalidArgument(f + "_gpu_percent + " + f + "_cpu_percent must be at most " +
-                                   "100 (disk takes the rest), got " + std::to_string(gpu) +
-                                   " + " + std::to_string(cpu));
+                                   "100 (disk takes the rest), got " + std::to_string(gpu) + " + " +
+                                   std::to_string(cpu));
   }
   return Status::Ok();
 }
@@ -46,8 +46,7 @@ Status Plan::Validate() const {
   }
   STRATA_RETURN_IF_ERROR(CheckFamily("weight", weight_gpu_percent, weight_cpu_percent));
   STRATA_RETURN_IF_ERROR(CheckFamily("cache", cache_gpu_percent, cache_cpu_percent));
-  STRATA_RETURN_IF_ERROR(CheckFamily("activation", activation_gpu_percent,
-                                     activation_cpu_percent));
+  STRATA_RETURN_IF_ERROR(CheckFamily("activation", activation_gpu_percent, activation_cpu_percent));
   return Status::Ok();
 }
 
@@ -69,9 +68,8 @@ std::string PlanToFlexGenFlags(const Plan& plan) {
   std::ostringstream out;
   out << "--percent " << plan.weight_gpu_percent << " " << plan.weight_cpu_percent << " "
       << plan.cache_gpu_percent << " " << plan.cache_cpu_percent << " "
-      << plan.activation_gpu_percent << " " << plan.activation_cpu_percent
-      << " --gpu-batch-size " << plan.gpu_batch_size << " --num-gpu-batches "
-      << plan.num_gpu_batches;
+      << plan.activation_gpu_percent << " " << plan.activation_cpu_percent << " --gpu-batch-size "
+      << plan.gpu_batch_size << " --num-gpu-batches " << plan.num_gpu_batches;
   if (plan.cpu_attention) out << " --cpu-attention";
   if (plan.compress_weight) out << " --compress-weight";
   if (plan.compress_cache) out << " --compress-cache";

@@ -15,18 +15,18 @@
 namespace strata {
 
 struct Plan {
-  int gpu_batch_size = 1;    // sequences per micro-batch (>= 1)
-  int num_gpu_batches = 1;   // micro-batches per block (>= 1)
-  int weight_gpu_percent = 100;      // share of every layer's weight bytes on the GPU
-  int weight_cpu_percent = 0;        // ... in pinned CPU memory; disk holds the rest
-  int cache_gpu_percent = 100;       // share of the KV cache ((sequence, KV head) rows) on the GPU
+  int gpu_batch_size = 1;        // sequences per micro-batch (>= 1)
+  int num_gpu_batches = 1;       // micro-batches per block (>= 1)
+  int weight_gpu_percent = 100;  // share of every layer's weight bytes on the GPU
+  int weight_cpu_percent = 0;    // ... in pinned CPU memory; disk holds the rest
+  int cache_gpu_percent = 100;   // share of the KV cache ((sequence, KV head) rows) on the GPU
   int cache_cpu_percent = 0;
   int activation_gpu_percent = 100;  // share of the hidden states between layers on the GPU
   int activation_cpu_percent = 0;
-  bool cpu_attention = false;   // decode attention over the non-GPU cache runs on the CPU
-  bool compress_weight = false; // weights stored 4-bit group-wise (group 64), expanded per layer
-  bool compress_cache = false;  // KV cache stored 4-bit (kernels/kv_q4_format.h)
-  bool overlap = true;          // loads, compute and stores run on overlapped lanes
+  bool cpu_attention = false;    // decode attention over the non-GPU cache runs on the CPU
+  bool compress_weight = false;  // weights stored 4-bit group-wise (group 64), expanded per layer
+  bool compress_cache = false;   // KV cache stored 4-bit (kernels/kv_q4_format.h)
+  bool overlap = true;           // loads, compute and stores run on overlapped lanes
 
   int weight_disk_percent() const { return 100 - weight_gpu_percent - weight_cpu_percent; }
   int cache_disk_percent() const { return 100 - cache_gpu_percent - cache_cpu_percent; }

@@ -29,8 +29,10 @@ void RoundFamily(double gpu, double cpu, int* gpu_percent, int* cpu_percent) {
   *cpu_percent = gc - g;
 }
 
-// How many successive declines of the LP's throughput end a scan over a batch dimension.
+// How many successive declines of the LP's throughput end a scan over a batch dimension, and
+// how large a decline must be to count (smaller ones are the flat top of the curve).
 constexpr int kPatience = 2;
+constexpr double kDecline = 1e-3;
 
 // The LP's throughput for a job of workload.num_prompts prompts (or one block if open-ended).
 double LpTokensPerSecond(const LpPlacement& lp, const Plan& shape, const Workload& workload) {
@@ -51,9 +53,19 @@ std::optional<Tier> OverflowingTier(const MemoryPlan& m, const HardwareSpec& hw)
 // disk -> CPU. Returns false when the family has nothing on that tier.
 bool MovePoint(int* gpu, int* cpu, Tier from) {
   const int disk = 100 - *gpu - *cpu;
-  if (from == Tier::kGpu && *gpu > 0) { --*gpu; ++*cpu; return true; }
-  if (from == Tier::kCpu && *cpu > 0) { --*cpu; return true; }
-  if (from == Tier::kDisk && disk > 0) { ++*cpu; return true; }
+  if (from == Tier::kGpu && *gpu > 0) {
+    --*gpu;
+    ++*cpu;
+    return true;
+  }
+  if (from == Tier::kCpu && *cpu > 0) {
+    --*cpu;
+    return true;
+  }
+  if (from == Tier::kDisk && disk > 0) {
+    ++*cpu;
+    return true;
+  }
   return false;
 }
 
@@ -85,13 +97,73 @@ std::optional<PlanEvaluation> Repair(Plan plan, const ModelSpec& model, const Wo
   return std::nullopt;
 }
 
-// The slowest-but-smallest plan of a combination, to explain why nothing fits.
-Status SmallestPlanStatus(const ModelSpec& model, const Workload& workload,
-                          const HardwareSpec& hw) {
+// Rounds the LP's fractions into a plan of the given shape.
+Plan RoundedPlan(const Plan& shape, const Fractions& x) {
+  Plan plan = shape;
+  RoundFamily(x[kWeightGpu], x[kWeightCpu], &plan.weight_gpu_percent, &plan.weight_cpu_percent);
+  RoundFamily(x[kCacheGpu], x[kCacheCpu], &plan.cache_gpu_percent, &plan.cache_cpu_percent);
+  RoundFamily(x[kActivationGpu], x[kActivationCpu], &plan.activation_gpu_percent,
+              &plan.activation_cpu_percent);
+  return plan;
+}
+
+// The best plan with the flags of `shape` over the gpu batch size x number of gpu batches grid.
+// Throughput rises with the block while weight traffic amortises and falls once memory pressure
+// pushes the cache to slower tiers, so each scan stops after the LP's throughput has fallen
+// kPatience times in a row, or when nothing fits.
+std::optional<PlanEvaluation> ScanShapes(Plan shape, const ModelSpec& model,
+                                         const Workload& workload, const HardwareSpec& hw,
+                                         const SearchOptions& options, int64_t max_block,
+                                         int* lps_solved) {
+  std::optional<PlanEvaluation> best;
+  double best_gbs_tokens_per_s = 0;
+  int gbs_declines = 0;
+  for (int64_t gbs : Grid(std::min<int64_t>(options.max_gpu_batch_size, max_block))) {
+    double best_nb_tokens_per_s = 0;
+    int nb_declines = 0;
+    for (int64_t nb : Grid(max_block / gbs)) {
+      shape.gpu_batch_size = static_cast<int>(gbs);
+      shape.num_gpu_batches = static_cast<int>(nb);
+      const CostForms forms = BuildCostForms(model, workload, shape, hw);
+      Result<LpPlacement> lp = SolvePlacementLp(forms, LinearMemoryOf(model, workload, shape), hw,
+                                                model.num_layers, workload.gen_len, shape.overlap);
+      ++*lps_solved;
+      if (!lp.ok()) break;
+      const double lp_tokens_per_s = LpTokensPerSecond(*lp, shape, workload);
+      if (lp_tokens_per_s < best_nb_tokens_per_s * (1 - kDecline)) {
+        if (++nb_declines >= kPatience) break;
+      } else {
+        best_nb_tokens_per_s = std::max(best_nb_tokens_per_s, lp_tokens_per_s);
+        nb_declines = 0;
+      }
+      std::optional<PlanEvaluation> eval =
+          Repair(RoundedPlan(shape, lp->fractions), model, workload, hw, forms);
+      if (!eval) continue;
+      // CPU attention over a cache that is all on the GPU is the plan without it.
+      if (eval->plan.cpu_attention && eval->plan.cache_gpu_percent == 100) continue;
+      if (!best || eval->cost.throughput_tokens_per_s > best->cost.throughput_tokens_per_s) {
+        best = std::move(eval);
+      }
+    }
+    if (best_nb_tokens_per_s == 0) break;  // nothing fits at this batch size or above
+    if (best_nb_tokens_per_s < best_gbs_tokens_per_s * (1 - kDecline)) {
+      if (++gbs_declines >= kPatience) break;
+    } else {
+      best_gbs_tokens_per_s = std::max(best_gbs_tokens_per_s, best_nb_tokens_per_s);
+      gbs_declines = 0;
+    }
+  }
+  return best;
+}
+
+// Why nothing fits: the verdict on the smallest plan the options allow (one sequence, everything
+// on disk, compressed where allowed).
+Status SmallestPlanStatus(const ModelSpec& model, const Workload& workload, const HardwareSpec& hw,
+                          const SearchOptions& options) {
   Plan plan;
   plan.weight_gpu_percent = plan.cache_gpu_percent = plan.activation_gpu_percent = 0;
-  plan.weight_cpu_percent = plan.cache_cpu_percent = plan.activation_cpu_percent = 0;
-  plan.compress_weight = plan.compress_cache = true;
+  plan.compress_weight = options.allow_compress_weight;
+  plan.compress_cache = options.allow_compress_cache;
   Result<MemoryPlan> memory = AccountMemory(model, workload, plan);
   if (!memory.ok()) {
     plan.compress_cache = false;
@@ -99,8 +171,7 @@ Status SmallestPlanStatus(const ModelSpec& model, const Workload& workload,
   }
   if (!memory.ok()) return memory.status();
   Status fits = CheckFits(*memory, hw, plan);
-  return fits.ok() ? Status::ResourceExhausted("no plan the search tried fits " + hw.name)
-                   : fits;
+  return fits.ok() ? Status::ResourceExhausted("no plan the search tried fits " + hw.name) : fits;
 }
 
 }  // namespace
@@ -136,53 +207,11 @@ Result<SearchResult> SearchPlan(const ModelSpec& model, const Workload& workload
       continue;
     }
     if (!AccountMemory(model, workload, shape).ok()) continue;  // e.g. 4-bit cache unsupported
-    std::optional<PlanEvaluation> best;
-    double best_gbs_tokens_per_s = 0;
-    int gbs_declines = 0;
-    for (int64_t gbs : Grid(std::min<int64_t>(options.max_gpu_batch_size, max_block))) {
-      double best_nb_tokens_per_s = 0;
-      int nb_declines = 0;
-      for (int64_t nb : Grid(max_block / gbs)) {
-        shape.gpu_batch_size = static_cast<int>(gbs);
-        shape.num_gpu_batches = static_cast<int>(nb);
-        const CostForms forms = BuildCostForms(model, workload, shape, hw);
-        Result<LpPlacement> lp =
-            SolvePlacementLp(forms, LinearMemoryOf(model, workload, shape), hw, model.num_layers,
-                             workload.gen_len, shape.overlap);
-        ++result.lps_solved;
-        if (!lp.ok()) break;
-        // Throughput rises with the block while weight traffic amortises and falls once memory
-        // pressure pushes the cache to slower tiers; stop after it has fallen twice in a row.
-        const double lp_tokens_per_s = LpTokensPerSecond(*lp, shape, workload);
-        if (lp_tokens_per_s < best_nb_tokens_per_s) {
-          if (++nb_declines >= kPatience) break;
-        } else {
-          best_nb_tokens_per_s = lp_tokens_per_s;
-          nb_declines = 0;
-        }
-        Plan plan = shape;
-        const Fractions& x = lp->fractions;
-        RoundFamily(x[kWeightGpu], x[kWeightCpu], &plan.weight_gpu_percent, &plan.weight_cpu_percent);
-        RoundFamily(x[kCacheGpu], x[kCacheCpu], &plan.cache_gpu_percent, &plan.cache_cpu_percent);
-        RoundFamily(x[kActivationGpu], x[kActivationCpu], &plan.activation_gpu_percent,
-                    &plan.activation_cpu_percent);
-        std::optional<PlanEvaluation> eval = Repair(plan, model, workload, hw, forms);
-        if (eval && (!best || eval->cost.throughput_tokens_per_s >
-                                  best->cost.throughput_tokens_per_s)) {
-          best = std::move(eval);
-        }
-      }
-      if (best_nb_tokens_per_s == 0) break;  // nothing fits at this batch size or above
-      if (best_nb_tokens_per_s < best_gbs_tokens_per_s) {
-        if (++gbs_declines >= kPatience) break;
-      } else {
-        best_gbs_tokens_per_s = best_nb_tokens_per_s;
-        gbs_declines = 0;
-      }
-    }
+    std::optional<PlanEvaluation> best =
+        ScanShapes(shape, model, workload, hw, options, max_block, &result.lps_solved);
     if (best) best_per_combination.push_back(std::move(*best));
   }
-  if (best_per_combination.empty()) return SmallestPlanStatus(model, workload, hw);
+  if (best_per_combination.empty()) return SmallestPlanStatus(model, workload, hw, options);
 
   std::sort(best_per_combination.begin(), best_per_combination.end(),
             [](const PlanEvaluation& a, const PlanEvaluation& b) {

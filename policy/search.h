@@ -5,8 +5,9 @@
 // grid, block no larger than the job), a linear program (policy/lp_placement.h) places weights,
 // KV cache and activations; its fractions are rounded to the whole percents the executor places,
 // nudged until the exact accounting (policy/memory_accounting.h) fits, and scored by the cost
-// model. A shape whose LP has no feasible placement ends the scan in that direction (memory only
-// grows with batch size and number of batches).
+// model. A scan along either batch dimension ends when the LP finds no feasible placement
+// (memory only grows with the block) or after the LP's throughput has fallen twice in a row.
+// Thread-compatible; a search takes well under a second (docs/PERFORMANCE-policy.md).
 #pragma once
 
 #include <vector>

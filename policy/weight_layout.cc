@@ -4,15 +4,6 @@
 
 namespace strata {
 
-const char* LayerKindName(LayerKind kind) {
-  switch (kind) {
-    case LayerKind::kInputEmbedding: return "input embedding";
-    case LayerKind::kTransformer: return "transformer layer";
-    case LayerKind::kOutput: return "output";
-  }
-  return "?";
-}
-
 std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
   const int64_t h = m.hidden_size, f = m.intermediate_size;
   const int64_t q_out = int64_t{m.num_heads} * m.head_dim;
@@ -76,7 +67,8 @@ int64_t MatrixElements(const WeightLayer& layer) {
 
 int64_t StoredLayerBytes(const WeightLayer& layer, bool compress, int dtype_bytes) {
   int64_t n = 0;
-  for (const WeightTensor& t : layer.tensors) n += t.rows * StoredRowBytes(t, compress, dtype_bytes);
+  for (const WeightTensor& t : layer.tensors)
+    n += t.rows * StoredRowBytes(t, compress, dtype_bytes);
   return n;
 }
 
@@ -85,8 +77,7 @@ namespace {
 // For each tensor, the rows that lie before the row boundary nearest to `percent` of `total`
 // bytes along the concatenated row sequence.
 std::vector<int64_t> RowsBefore(const std::vector<int64_t>& rows,
-                                const std::vector<int64_t>& row_bytes, int64_t total,
-                                int percent) {
+                                const std::vector<int64_t>& row_bytes, int64_t total, int percent) {
   std::vector<int64_t> before(rows.size(), 0);
   // Work in units of bytes * 100 so that the target is exact.
   const int64_t target = total * percent;
@@ -117,7 +108,8 @@ LayerPlacement PlaceLayerByRows(const WeightLayer& layer, int gpu_percent, int c
     total += rows.back() * row_bytes.back();
   }
   const std::vector<int64_t> gpu = RowsBefore(rows, row_bytes, total, gpu_percent);
-  const std::vector<int64_t> gpu_cpu = RowsBefore(rows, row_bytes, total, gpu_percent + cpu_percent);
+  const std::vector<int64_t> gpu_cpu =
+      RowsBefore(rows, row_bytes, total, gpu_percent + cpu_percent);
   LayerPlacement p{layer.kind, layer.count, {}, 0, 0, 0};
   for (size_t i = 0; i < rows.size(); ++i) {
     TensorPlacement t{layer.tensors[i].name, row_bytes[i], gpu[i], gpu_cpu[i] - gpu[i],

@@ -14,7 +14,6 @@ namespace strata {
 // The scheduling layers: the input embedding, num_layers identical transformer layers, and the
 // output layer (final norm and, unless tied, the output projection).
 enum class LayerKind { kInputEmbedding, kTransformer, kOutput };
-const char* LayerKindName(LayerKind kind);
 
 // One stored tensor: a matrix of `rows` x `cols` elements in PyTorch's [out, in] layout, or a
 // vector (rows == 1, matrix == false). Matrices split between rows and may be stored 4-bit;

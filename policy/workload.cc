@@ -18,12 +18,12 @@ Status Workload::Validate(const ModelSpec& model) const {
                                    std::to_string(num_prompts));
   }
   if (static_cast<int64_t>(prompt_len) + gen_len > model.max_position_embeddings) {
-    return Status::OutOfRange(
-        "prompt length " + std::to_string(prompt_len) + " + generation length " +
-        std::to_string(gen_len) + " = " + std::to_string(int64_t{prompt_len} + gen_len) +
-        " exceeds the context of " + model.name + " (" +
-        std::to_string(model.max_position_embeddings) +
-        " positions); shorten the prompts or generate fewer tokens");
+    return Status::OutOfRange("prompt length " + std::to_string(prompt_len) +
+                              " + generation length " + std::to_string(gen_len) + " = " +
+                              std::to_string(int64_t{prompt_len} + gen_len) +
+                              " exceeds the context of " + model.name + " (" +
+                              std::to_string(model.max_position_embeddings) +
+                              " positions); shorten the prompts or generate fewer tokens");
   }
   return Status::Ok();
 }

@@ -13,18 +13,23 @@ namespace {
 
 const char* TypeName(const YAML::Node& node) {
   switch (node.Type()) {
-    case YAML::NodeType::Null: return "null";
-    case YAML::NodeType::Scalar: return "a scalar";
-    case YAML::NodeType::Sequence: return "a list";
-    case YAML::NodeType::Map: return "a map";
-    default: return "undefined";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Scalar:
+      return "a scalar";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a map";
+    default:
+      return "undefined";
   }
 }
 
 }  // namespace
 
 YamlMapReader::YamlMapReader(const std::string& text, std::string origin)
-    : origin_(std::move(origin)), root_(new YAML::Node()) {
+    : origin_(std::move(origin)), root_(std::make_unique<YAML::Node>()) {
   try {
     *root_ = YAML::Load(text);
     if (!root_->IsMap()) {
@@ -36,7 +41,7 @@ YamlMapReader::YamlMapReader(const std::string& text, std::string origin)
   }
 }
 
-YamlMapReader::~YamlMapReader() { delete root_; }
+YamlMapReader::~YamlMapReader() = default;
 
 void YamlMapReader::Fail(const std::string& message) {
   if (status_.ok()) status_ = Status::InvalidArgument(origin_ + ": " + message);
@@ -172,8 +177,8 @@ Status YamlMapReader::Finish() {
       if (asked_.count(key) == 0) {
         std::string known;
         for (const std::string& k : asked_) known += (known.empty() ? "" : ", ") + k;
-        return Status::InvalidArgument(origin_ + ": unknown key '" + key + "' (known keys: " +
-                                       known + ")");
+        return Status::InvalidArgument(origin_ + ": unknown key '" + key +
+                                       "' (known keys: " + known + ")");
       }
     }
   } catch (const YAML::Exception& e) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -47,7 +48,7 @@ class YamlMapReader {
   void Fail(const std::string& message);
 
   std::string origin_;
-  YAML::Node* root_;  // owned; a pointer so that yaml-cpp stays out of this header
+  std::unique_ptr<YAML::Node> root_;  // a pointer so that yaml-cpp stays out of this header
   std::set<std::string> asked_;
   Status status_;
 };

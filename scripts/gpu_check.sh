@@ -3,7 +3,9 @@
 # for this GPU's architecture, run every test labelled `gpu`, run the kernel benchmarks, and print
 # a short table LAST, so that the end of the output alone tells the story.
 #
-#   scripts/gpu_check.sh [--quick]      (--quick: shorter benchmarks)
+#   scripts/gpu_check.sh [--quick] [--full]
+#     --quick  shorter benchmarks (one context length, fewer repetitions)
+#     --full   build every target of the project, not only the gpu tests and benchmarks
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT (when set, logs are copied
 # there). Exit status: 0 when every gpu test passed (none skipped) and every benchmark target was
@@ -12,20 +14,27 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 QUICK=""
-[[ "${1:-}" == "--quick" ]] && QUICK="--quick"
+FULL=0
+for arg in "$@"; do
+  case "$arg" in
+    --quick) QUICK="--quick" ;;
+    --full) FULL=1 ;;
+    *) echo "usage: scripts/gpu_check.sh [--quick] [--full]" >&2; exit 2 ;;
+  esac
+done
 BUILD="${BUILD_DIR:-build-gpu}"
 JOBS="${JOBS:-$(nproc)}"
 LOGS="$BUILD/gpu-check"
 
 # Architecture from the driver's compute capability ("9.0" -> 90); 90 when nvidia-smi cannot say.
 ARCH=""
-DEVICE="unknown GPU"
+DEVICE=""
 if command -v nvidia-smi >/dev/null 2>&1; then
   ARCH="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')"
   DEVICE="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)"
 fi
 [[ "$ARCH" =~ ^[0-9]+$ ]] || ARCH=90
-echo "== gpu_check: ${DEVICE:-unknown GPU}, sm_${ARCH}, build dir ${BUILD}"
+echo "== gpu_check: ${DEVICE:-no GPU visible to nvidia-smi}, sm_${ARCH}, build dir ${BUILD}"
 
 mkdir -p "$BUILD"
 if ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
@@ -35,15 +44,29 @@ if ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
   exit 2
 fi
 mkdir -p "$LOGS"
-# Everything first; if an unrelated module is broken, still build what this check needs.
-if ! cmake --build "$BUILD" -j "$JOBS" >"$LOGS/build.log" 2>&1; then
-  echo "gpu_check: full build failed (see $LOGS/build.log); building the GPU targets only"
-  if ! cmake --build "$BUILD" -j "$JOBS" --target cuda_kernels_test cuda_backend_test \
-      decode_attention_bench >>"$LOGS/build.log" 2>&1; then
+GPU_TARGETS=(cuda_kernels_test cuda_backend_test decode_attention_bench)
+if [[ $FULL -eq 1 ]]; then
+  BUILD_ARGS=()
+else
+  BUILD_ARGS=(--target "${GPU_TARGETS[@]}")
+fi
+if ! cmake --build "$BUILD" -j "$JOBS" ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} >"$LOGS/build.log" 2>&1; then
+  # With --full, an unrelated broken module should not hide the GPU results.
+  if [[ $FULL -eq 0 ]] || ! cmake --build "$BUILD" -j "$JOBS" --target "${GPU_TARGETS[@]}" \
+      >>"$LOGS/build.log" 2>&1; then
     grep -E "error" "$LOGS/build.log" | head -n 20
     echo "gpu_check: FAIL (build failed; log in $LOGS/build.log)"
     exit 2
   fi
+  echo "gpu_check: full build failed (see $LOGS/build.log); the GPU targets built"
+fi
+
+if [[ -z "$DEVICE" ]]; then
+  echo
+  echo "================ strata gpu_check: no GPU ================"
+  echo "built with CUDA for sm_${ARCH}; no GPU visible, so no gpu tests and no benchmarks ran"
+  echo "gpu_check: NO GPU (exit 2)"
+  exit 2
 fi
 
 # Tests labelled gpu. On a GPU machine a skipped test means the device was not usable: a failure.
@@ -57,7 +80,7 @@ FAILED=$((TOTAL - PASSED - SKIPPED))
 
 # Kernel benchmarks.
 BENCH_RC=0
-"$BUILD/bench/decode_attention_bench" $QUICK >"$LOGS/bench.log" 2>&1 || BENCH_RC=$?
+"$BUILD/bench/cuda/decode_attention_bench" $QUICK >"$LOGS/bench.log" 2>&1 || BENCH_RC=$?
 grep -v '^RESULT' "$LOGS/bench.log" | tail -n 5
 
 if [[ -n "${OUT:-}" ]]; then

@@ -2,7 +2,9 @@
 
 #include <immintrin.h>
 #include <omp.h>
+#include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -56,7 +58,13 @@ float SumSse(const float* p, long n) {
 
 }  // namespace
 
-double MeasureReadBandwidthGbps(long bytes, int threads, int reps) {
+double ProcessCpuSeconds() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+ReadBandwidth MeasureReadBandwidth(long bytes, int threads, int reps) {
   const long n = bytes / static_cast<long>(sizeof(float)) / (64 * threads) * (64 * threads);
   auto* p = static_cast<float*>(std::aligned_alloc(64, sizeof(float) * n));
 #pragma omp parallel for num_threads(threads) schedule(static)
@@ -67,19 +75,22 @@ double MeasureReadBandwidthGbps(long bytes, int threads, int reps) {
   } else if (__builtin_cpu_supports("avx2")) {
     sum = SumAvx2;
   }
-  double best = 0;
+  ReadBandwidth best;
   volatile float sink = 0;
   for (int r = 0; r < reps; ++r) {
     const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = ProcessCpuSeconds();
     float total = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : total)
     {
       const long chunk = n / threads;
       total += sum(p + chunk * omp_get_thread_num(), chunk);
     }
+    const double cpu = ProcessCpuSeconds() - cpu0;
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     sink = sink + total;
-    if (sizeof(float) * n / s / 1e9 > best) best = sizeof(float) * n / s / 1e9;
+    best.wall_gbps = std::max(best.wall_gbps, sizeof(float) * n / s / 1e9);
+    best.cpu_gbps = std::max(best.cpu_gbps, sizeof(float) * n / cpu / 1e9);
   }
   std::free(p);
   return best;

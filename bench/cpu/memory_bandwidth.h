@@ -4,9 +4,17 @@
 
 namespace strata::bench {
 
+// CPU time used so far by the whole process, in seconds.
+double ProcessCpuSeconds();
+
+struct ReadBandwidth {
+  double wall_gbps = 0;  // bytes per wall-clock second
+  double cpu_gbps = 0;   // bytes per CPU-second of the process (what busy cores see under load)
+};
+
 // Best of `reps` passes reading a `bytes` buffer (far larger than the last-level cache) with
 // `threads` OpenMP threads, each summing its own contiguous slice with the widest vector loads
-// the CPU has. Returns GB/s (1e9 bytes per second).
-double MeasureReadBandwidthGbps(long bytes, int threads, int reps);
+// the CPU has. GB/s are 1e9 bytes per second.
+ReadBandwidth MeasureReadBandwidth(long bytes, int threads, int reps);
 
 }  // namespace strata::bench

@@ -150,6 +150,17 @@ STRATA_AVX2 void TileValues(const uint8_t* codes, int half, int n, int d, const 
   }
 }
 
+// Asks for the codes and params of the tile 128 tokens ahead of t0, as the AVX-512 path does.
+STRATA_AVX2_INLINE void PrefetchAhead(const uint8_t* codes, const uint16_t* params, int t0, int len,
+                                      int d) {
+  const int t = t0 + 128;
+  if (t >= len) return;
+  const char* c = reinterpret_cast<const char*>(codes + static_cast<long>(t) * (d / 2));
+  for (int i = 0; i < kTile8 * d / 2; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
+  _mm_prefetch(reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32)),
+               _MM_HINT_T0);
+}
+
 }  // namespace
 
 // Three passes over the work item, as in the AVX-512 path: scores from the key codes, softmax,
@@ -173,6 +184,7 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
 
   for (int h = 0; h < heads; ++h) sums(h, 0) = _mm256_set1_ps(-INFINITY);
   for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // scores = scale * (q·n) + minimum * Σq per group
+    PrefetchAhead(w.k_codes, w.k_params, t0, w.len, d);
     const int n = std::min(kTile8, w.len - t0);
     UnpackParams(w.k_params + static_cast<long>(t0) * 2 * groups, n, groups, kparams);
     TileDots(w, w.k_codes + static_cast<long>(t0) * (d / 2), n, part);
@@ -205,6 +217,7 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
   }
   std::memset(w.out, 0, sizeof(float) * heads * d);
   for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // out += p * (scale * n + minimum) per group
+    PrefetchAhead(w.v_codes, w.v_params, t0, w.len, d);
     const int n = std::min(kTile8, w.len - t0);
     UnpackParams(w.v_params + static_cast<long>(t0) * 2 * groups, n, groups, vparams);
     for (int h = 0; h < heads; ++h) {

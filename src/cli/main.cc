@@ -4,9 +4,14 @@
 #include <exception>
 #include <iostream>
 
+#include "src/cli/bench_command.h"
+#include "src/cli/convert_command.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/merge_command.h"
+#include "src/cli/perplexity_command.h"
 #include "src/cli/plan_command.h"
 #include "src/cli/profile_command.h"
+#include "src/cli/policy_flags.h"
 #include "src/cli/run_command.h"
 
 int main(int argc, char** argv) {
@@ -28,11 +33,30 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--threads", run.threads, "CPU threads (0: all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--sort-window", run.sort_window,
+                      "Requests read ahead and sorted by prompt length into blocks (0: input "
+                      "order)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  run_cmd->add_option("--shard", run.shard, "I/N: run only shard I of N (merge with strata merge)");
+  strata::AddPolicyFlags(run_cmd, &run.policy);
+  run_cmd->add_option("--metrics", run.metrics, "Write JSON metrics to this file at the end");
+  run_cmd->add_option("--progress-interval", run.progress_interval_s,
+                      "Seconds between progress lines when stderr is not a terminal")
+      ->capture_default_str();
 
   strata::PlanOptions plan;
   CLI::App* plan_cmd = strata::AddPlanCommand(app, &plan);
   strata::ProfileOptions profile;
   CLI::App* profile_cmd = strata::AddProfileCommand(app, &profile);
+  strata::MergeOptions merge;
+  CLI::App* merge_cmd = strata::AddMergeCommand(app, &merge);
+  strata::PerplexityOptions perplexity;
+  CLI::App* perplexity_cmd = strata::AddPerplexityCommand(app, &perplexity);
+  strata::ConvertOptions convert;
+  CLI::App* convert_cmd = strata::AddConvertCommand(app, &convert);
+  strata::BenchOptions bench;
+  CLI::App* bench_cmd = strata::AddBenchCommand(app, &bench);
 
   try {
     app.parse(argc, argv);
@@ -44,6 +68,10 @@ int main(int argc, char** argv) {
     if (run_cmd->parsed()) return strata::RunCommand(run);
     if (plan_cmd->parsed()) return strata::PlanCommand(plan);
     if (profile_cmd->parsed()) return strata::ProfileCommand(profile);
+    if (merge_cmd->parsed()) return strata::MergeCommand(merge);
+    if (perplexity_cmd->parsed()) return strata::PerplexityCommand(perplexity);
+    if (convert_cmd->parsed()) return strata::ConvertCommand(convert);
+    if (bench_cmd->parsed()) return strata::BenchCommand(bench);
   } catch (const std::exception& e) {
     std::cerr << "strata: error: " << e.what() << "\n";
     return strata::kExitUnusable;

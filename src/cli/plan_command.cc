@@ -1,11 +1,10 @@
 #include "src/cli/plan_command.h"
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -26,7 +25,8 @@ Result<ModelSpec> LoadModelPreset(const std::string& name) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_directory(name, ec) || name.ends_with(".gguf") || name.ends_with(".safetensors")) {
-    return Status::Unsupported("'" + name + "' is a model directory or file; `strata plan` takes a "
+    return Status::Unsupported("'" + name +
+                               "' is a model directory or file; `strata plan` takes a "
                                "preset name or preset YAML from configs/models for now");
   }
   STRATA_ASSIGN_OR_RETURN(std::string path, ResolveConfigFile("models", name));
@@ -47,8 +47,8 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
 Result<Plan> GivenPlan(const PlanOptions& o) {
   Plan plan;
   if (!o.percent.empty()) {
-    STRATA_ASSIGN_OR_RETURN(plan, PlanFromFlexGenPercent(o.percent, o.gpu_batch_size,
-                                                         o.num_gpu_batches));
+    STRATA_ASSIGN_OR_RETURN(plan,
+                            PlanFromFlexGenPercent(o.percent, o.gpu_batch_size, o.num_gpu_batches));
     plan.cpu_attention = o.cpu_attention;
     plan.compress_weight = o.compress_weight;
     plan.compress_cache = o.compress_cache;
@@ -61,10 +61,14 @@ Result<Plan> GivenPlan(const PlanOptions& o) {
 std::string Seconds(double s) {
   char text[32];
   if (s == 0) return "-";
-  if (s >= 3600) std::snprintf(text, sizeof(text), "%.1f h", s / 3600);
-  else if (s >= 60) std::snprintf(text, sizeof(text), "%.1f min", s / 60);
-  else if (s >= 1) std::snprintf(text, sizeof(text), "%.2f s", s);
-  else std::snprintf(text, sizeof(text), "%.2f ms", s * 1e3);
+  if (s >= 3600)
+    std::snprintf(text, sizeof(text), "%.1f h", s / 3600);
+  else if (s >= 60)
+    std::snprintf(text, sizeof(text), "%.1f min", s / 60);
+  else if (s >= 1)
+    std::snprintf(text, sizeof(text), "%.2f s", s);
+  else
+    std::snprintf(text, sizeof(text), "%.2f ms", s * 1e3);
   return text;
 }
 
@@ -84,6 +88,7 @@ void PrintMemory(std::ostream& out, const PlanEvaluation& e, const HardwareSpec&
   row("activations", m.activation_bytes);
   row("staging", m.staging_bytes);
   row("workspace", m.workspace_bytes);
+  row("alignment", m.alignment_bytes);
   row("total", m.total_bytes);
   const TierBytes capacity{hw.gpu_capacity_bytes, hw.cpu_capacity_bytes, hw.disk_capacity_bytes};
   row("capacity", capacity);
@@ -126,10 +131,12 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
       << w.prompt_len << ", generate " << w.gen_len << ", "
       << (w.num_prompts ? std::to_string(w.num_prompts) + " prompts" : "open-ended job") << "\n";
   if (!in.hardware.description.empty()) out << "  hardware: " << in.hardware.description << "\n";
-  out << "\nPolicy (" << (search ? "searched: " + std::to_string(search->lps_solved) +
-                                       " LPs in " + Seconds(search->elapsed_s)
-                                 : std::string("given"))
-      << ")\n" << PlanToString(e.plan) << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
+  out << "\nPolicy ("
+      << (search ? "searched: " + std::to_string(search->lps_solved) + " LPs in " +
+                       Seconds(search->elapsed_s)
+                 : std::string("given"))
+      << ")\n"
+      << PlanToString(e.plan) << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
   out << "\nMemory per tier\n";
   PrintMemory(out, e, in.hardware);
   out << "\nPredicted time per layer step (one transformer layer, all micro-batches)\n";
@@ -146,8 +153,8 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
   if (search && !search->alternatives.empty()) {
     out << "\nNext best\n";
     for (const PlanEvaluation& alt : search->alternatives) {
-      std::snprintf(line, sizeof(line), "  %9.3f tokens/s  %s\n",
-                    alt.cost.throughput_tokens_per_s, PlanToFlexGenFlags(alt.plan).c_str());
+      std::snprintf(line, sizeof(line), "  %9.3f tokens/s  %s\n", alt.cost.throughput_tokens_per_s,
+                    PlanToFlexGenFlags(alt.plan).c_str());
       out << line;
     }
   }
@@ -155,11 +162,16 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
 }
 
 nlohmann::ordered_json LayerJson(const LayerTimes& t, bool overlap) {
-  return {{"disk_read_s", t.disk_read_s},   {"disk_write_s", t.disk_write_s},
-          {"h2d_s", t.h2d_s},               {"d2h_s", t.d2h_s},
-          {"gpu_gemm_s", t.gpu_gemm_s},     {"gpu_attention_s", t.gpu_attention_s},
-          {"cpu_attention_s", t.cpu_attention_s}, {"gpu_dequant_s", t.gpu_dequant_s},
-          {"step_s", t.step_s(overlap)},    {"bottleneck", t.Bottleneck()}};
+  return {{"disk_read_s", t.disk_read_s},
+          {"disk_write_s", t.disk_write_s},
+          {"h2d_s", t.h2d_s},
+          {"d2h_s", t.d2h_s},
+          {"gpu_gemm_s", t.gpu_gemm_s},
+          {"gpu_attention_s", t.gpu_attention_s},
+          {"cpu_attention_s", t.cpu_attention_s},
+          {"gpu_dequant_s", t.gpu_dequant_s},
+          {"step_s", t.step_s(overlap)},
+          {"bottleneck", t.Bottleneck()}};
 }
 
 nlohmann::ordered_json PlanJson(const Plan& p) {
@@ -178,51 +190,56 @@ nlohmann::ordered_json PlanJson(const Plan& p) {
           {"flexgen_flags", PlanToFlexGenFlags(p)}};
 }
 
-nlohmann::ordered_json ReportJson(const Inputs& in, const PlanEvaluation& e, const SearchResult* search) {
-  using nlohmann::ordered_json;
+nlohmann::ordered_json ReportJson(const Inputs& in, const PlanEvaluation& e,
+                                  const SearchResult* search) {
+  using json = nlohmann::ordered_json;
   const MemoryPlan& m = e.memory;
   const HardwareSpec& hw = in.hardware;
   json memory;
   for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
-    memory[TierName(t)] = {{"weights_bytes", m.weight_bytes.at(t)},
-                           {"kv_cache_bytes", m.kv_cache_bytes.at(t)},
-                           {"activations_bytes", m.activation_bytes.at(t)},
-                           {"staging_bytes", m.staging_bytes.at(t)},
-                           {"workspace_bytes", m.workspace_bytes.at(t)},
-                           {"total_bytes", m.total_bytes.at(t)}};
+    memory[TierName(t)] = {
+        {"weights_bytes", m.weight_bytes.at(t)},         {"kv_cache_bytes", m.kv_cache_bytes.at(t)},
+        {"activations_bytes", m.activation_bytes.at(t)}, {"staging_bytes", m.staging_bytes.at(t)},
+        {"workspace_bytes", m.workspace_bytes.at(t)},    {"alignment_bytes", m.alignment_bytes.at(t)},
+        {"total_bytes", m.total_bytes.at(t)}};
   }
   memory["GPU"]["capacity_bytes"] = hw.gpu_capacity_bytes;
   memory["CPU"]["capacity_bytes"] = hw.cpu_capacity_bytes;
   memory["disk"]["capacity_bytes"] = hw.disk_capacity_bytes;
   json buffers = json::array();
   for (const NamedBuffer& b : m.buffers) {
-    buffers.push_back({{"name", b.name}, {"tier", TierName(b.tier)}, {"bytes", b.bytes},
-                       {"count", b.count}, {"staging", b.staging}});
+    buffers.push_back({{"name", b.name},
+                       {"tier", TierName(b.tier)},
+                       {"bytes", b.bytes},
+                       {"count", b.count},
+                       {"staging", b.staging}});
   }
   const CostEstimate& c = e.cost;
-  json report = {
-      {"model", in.model.name},
-      {"hardware", hw.name},
-      {"workload",
-       {{"prompt_len", in.workload.prompt_len}, {"gen_len", in.workload.gen_len},
-        {"num_prompts", in.workload.num_prompts}}},
-      {"plan", PlanJson(e.plan)},
-      {"fits", e.fits.ok()},
-      {"memory", memory},
-      {"buffers", buffers},
-      {"time",
-       {{"prefill", {{"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
+  json report = {{"model", in.model.name},
+                 {"hardware", hw.name},
+                 {"workload",
+                  {{"prompt_len", in.workload.prompt_len},
+                   {"gen_len", in.workload.gen_len},
+                   {"num_prompts", in.workload.num_prompts}}},
+                 {"plan", PlanJson(e.plan)},
+                 {"fits", e.fits.ok()},
+                 {"memory", memory},
+                 {"buffers", buffers},
+                 {"time",
+                  {{"prefill",
+                    {{"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
                      {"output", LayerJson(c.prefill.output, e.plan.overlap)},
                      {"total_s", c.prefill.total_s}}},
-        {"decode", {{"layer", LayerJson(c.decode.layer, e.plan.overlap)},
-                    {"output", LayerJson(c.decode.output, e.plan.overlap)},
-                    {"total_s", c.decode.total_s}}},
-        {"block_s", c.block_s},
-        {"num_blocks", c.num_blocks},
-        {"total_s", c.total_s}}},
-      {"throughput_tokens_per_s", c.throughput_tokens_per_s},
-      {"prefill_tokens_per_s", c.prefill_tokens_per_s},
-      {"decode_tokens_per_s", c.decode_tokens_per_s}};
+                   {"decode",
+                    {{"layer", LayerJson(c.decode.layer, e.plan.overlap)},
+                     {"output", LayerJson(c.decode.output, e.plan.overlap)},
+                     {"total_s", c.decode.total_s}}},
+                   {"block_s", c.block_s},
+                   {"num_blocks", c.num_blocks},
+                   {"total_s", c.total_s}}},
+                 {"throughput_tokens_per_s", c.throughput_tokens_per_s},
+                 {"prefill_tokens_per_s", c.prefill_tokens_per_s},
+                 {"decode_tokens_per_s", c.decode_tokens_per_s}};
   if (!e.fits.ok()) report["fit_error"] = e.fits.message();
   if (search) {
     report["search"] = {{"lps_solved", search->lps_solved}, {"elapsed_s", search->elapsed_s}};
@@ -255,9 +272,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_option("--num-prompts", o->num_prompts, "Prompts in the job (0: open-ended)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print JSON instead of tables");
-  CLI::Option* policy =
-      cmd->add_option("--policy", o->policy, "auto (search) or a plan YAML file")
-          ->capture_default_str();
+  CLI::Option* policy = cmd->add_option("--policy", o->policy, "auto (search) or a plan YAML file")
+                            ->capture_default_str();
   CLI::Option* percent =
       cmd->add_option("--percent", o->percent,
                       "Evaluate this placement: WG WC CG CC AG AC (percent of weights, KV cache, "
@@ -270,8 +286,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_flag("--compress-weight", o->compress_weight, "With --percent")->needs(percent);
   cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
-  cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")
-      ->excludes(percent);
+  cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")
       ->excludes(percent);
   return cmd;

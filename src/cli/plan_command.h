@@ -15,11 +15,11 @@ class App;
 namespace strata {
 
 struct PlanOptions {
-  std::string model;             // preset name or preset YAML path
-  std::string hardware;          // profile name or profile YAML path
+  std::string model;     // preset name or preset YAML path
+  std::string hardware;  // profile name or profile YAML path
   int prompt_len = 0;
   int gen_len = 0;
-  int64_t num_prompts = 0;       // 0: an open-ended job, measured per block
+  int64_t num_prompts = 0;  // 0: an open-ended job, measured per block
   bool json = false;
   std::string policy = "auto";   // "auto" (search) or a plan YAML file
   std::vector<int> percent;      // FlexGen's six percents; evaluates this plan instead
@@ -29,8 +29,8 @@ struct PlanOptions {
   bool compress_weight = false;  // with --percent; with search, allows it (default: allowed)
   bool compress_cache = false;
   bool no_overlap = false;
-  bool no_compression = false;   // search: never compress
-  bool no_cpu_attention = false; // search: never delegate attention to the CPU
+  bool no_compression = false;    // search: never compress
+  bool no_cpu_attention = false;  // search: never delegate attention to the CPU
 };
 
 // Registers the `plan` subcommand and its flags on `app`, filling *options when parsed.

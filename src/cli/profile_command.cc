@@ -3,8 +3,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -26,6 +26,13 @@ constexpr int64_t kDiskProbeBytes = int64_t{1} << 30;
 std::string HostName() {
   char name[256] = {};
   return gethostname(name, sizeof(name) - 1) == 0 ? std::string(name) : "this-machine";
+}
+
+// Measurements are good to a few percent; four significant digits say so.
+double Round4(double v) {
+  if (v <= 0) return v;
+  const double scale = std::pow(10.0, 3 - std::floor(std::log10(v)));
+  return std::round(v * scale) / scale;
 }
 
 void Step(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
@@ -88,10 +95,18 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.gpu_emulated = hw.h2d_emulated = hw.d2h_emulated = true;
   hw.description = "measured by strata profile on " + HostName() +
                    " without a GPU: device numbers are the CPU build's emulated device (host "
-                   "arena of " + std::to_string(int(kDeviceShare * 100)) +
+                   "arena of " +
+                   std::to_string(int(kDeviceShare * 100)) +
                    "% of available memory, memcpy copy thread, fp32 CPU kernels); disk by " +
                    (disk->direct ? "O_DIRECT" : "buffered (O_DIRECT refused)") +
                    " pread/pwrite, 4 MiB requests, one at a time (not yet the io_uring tier)";
+  for (double* rate :
+       {&hw.h2d_gbps, &hw.d2h_gbps, &hw.disk_read_gbps, &hw.disk_write_gbps, &hw.gpu_prefill_tflops,
+        &hw.gpu_decode_tflops, &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
+        &hw.gpu_attention_gbps, &hw.gpu_attention_q4_gbps, &hw.gpu_dequant_gbps,
+        &hw.cpu_memory_gbps, &hw.cpu_attention_gbps, &hw.cpu_attention_q4_gbps}) {
+    *rate = Round4(*rate);
+  }
   Status valid = hw.Validate();
   if (!valid.ok()) {
     std::cerr << "strata profile: a measurement came out unusable: " << valid.message() << "\n";

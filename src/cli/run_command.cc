@@ -1,17 +1,27 @@
 #include "src/cli/run_command.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 
 #include "kernels/cpu/threads.h"
 #include "src/backend/backend.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/interrupt.h"
+#include "src/cli/job_loop.h"
 #include "src/cli/model_path.h"
+#include "src/cli/policy_flags.h"
 #include "src/core/log.h"
 #include "src/job/block_reader.h"
+#include "src/job/chat_template.h"
 #include "src/job/output_writer.h"
 #include "src/model/model.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
+#include "src/runtime/offload_generator.h"
+#include "src/schedule/schedule_dump.h"
 
 namespace strata {
 namespace {
@@ -22,74 +32,63 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
+std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.*f", digits, v);
+  return buf;
+}
+
 int Fail(const Status& s) {
   Log(LogLevel::kError, s.message());
   return kExitUnusable;
 }
 
-// FNV-1a: a stable hash of a request's id, the same on every platform and build.
-uint64_t StableHash(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
-  return h;
+// The name OpenAI result bodies give the model: the file's stem, or the directory's name.
+std::string ModelName(const std::string& path) {
+  const std::filesystem::path p = std::filesystem::path(path).lexically_normal();
+  const std::filesystem::path name = p.has_filename() ? p : p.parent_path();
+  return std::filesystem::is_directory(name) ? name.filename().string() : name.stem().string();
 }
 
-GenerationRequest ToGeneration(const TokenizedRequest& t) {
-  const SamplingParams& s = t.request.sampling;
-  GenerationRequest g;
-  g.prompt = t.prompt_ids;
-  g.max_new_tokens = s.max_tokens;
-  g.sampling.temperature = s.temperature;
-  g.sampling.top_p = s.top_p;
-  g.sampling.top_k = s.top_k;
-  // Unseeded requests still get a fixed seed derived from their id, so a rerun of a job
-  // reproduces its text.
-  g.sampling.seed = s.seed ? *s.seed : StableHash(t.request.custom_id);
-  g.stop = s.stop;
-  g.ignore_eos = s.ignore_eos;
-  return g;
+// Result lines this run is expected to write, for the progress ETA until the input is read to
+// its end: the input's lines, this shard's share of them, less what the journal holds.
+uint64_t ExpectedLines(const std::string& input, const ShardSpec& shard, uint64_t journal_lines) {
+  Result<uint64_t> lines = CountJsonlLines(input);
+  if (!lines.ok()) return 0;
+  const uint64_t share = (*lines + shard.count - 1) / shard.count;
+  return share > journal_lines ? share - journal_lines : 0;
 }
 
-struct JobTotals {
-  uint64_t completed = 0;
-  uint64_t prompt_tokens = 0;
-  uint64_t generated_tokens = 0;
-};
-
-// Runs one block and appends its lines, in input order, to the writer.
-void RunBlock(const Block& block, Generator& generator, OutputWriter& writer, JobTotals& totals) {
-  std::vector<GenerationRequest> batch;
-  for (const BlockEntry& e : block.entries) {
-    if (const auto* t = std::get_if<TokenizedRequest>(&e)) batch.push_back(ToGeneration(*t));
-  }
-  const std::vector<GenerationResult> results = generator.Generate(batch);
-  size_t next = 0;
-  for (const BlockEntry& e : block.entries) {
-    if (const auto* err = std::get_if<RequestError>(&e)) {
-      writer.Append(FormatErrorLine(*err));
-      continue;
-    }
-    const auto& t = std::get<TokenizedRequest>(e);
-    const GenerationResult& r = results[next++];
-    Completion c;
-    c.custom_id = t.request.custom_id;
-    c.text = r.text;
-    c.prompt_tokens = static_cast<int>(t.prompt_ids.size());
-    c.completion_tokens = static_cast<int>(r.tokens.size());
-    c.finish_reason = r.reason == StopReason::kLength ? FinishReason::kLength : FinishReason::kStop;
-    writer.Append(FormatCompletionLine(c));
-    ++totals.completed;
-    totals.prompt_tokens += c.prompt_tokens;
-    totals.generated_tokens += c.completion_tokens;
-  }
+void LogSummary(const JobMetrics& m, const std::string& output) {
+  const double secs = std::max(m.generation_s, 1e-9);
+  LogInfo(std::string(m.interrupted ? "interrupted" : "finished") + ": " +
+          std::to_string(m.completed) + " completed, " + std::to_string(m.failed) +
+          " errors, " + std::to_string(m.already_done) + " already done" +
+          (m.other_shard ? ", " + std::to_string(m.other_shard) + " in other shards" : "") +
+          (m.interrupted ? ", " + std::to_string(m.not_run) + " to rerun" : "") + "; " +
+          std::to_string(m.prompt_tokens) + " prompt + " + std::to_string(m.generated_tokens) +
+          " generated tokens in " + Fixed(m.generation_s, 2) + " s (" +
+          Fixed(m.generated_tokens / secs, 1) + " generated tokens/s, prompt padding " +
+          Fixed(100 * m.padding.prompt_waste(), 1) + "%); output in " + output);
 }
 
 }  // namespace
 
 int RunCommand(const RunOptions& o) {
-  if (o.batch_size < 1) return Fail(Status::InvalidArgument("--batch-size must be at least 1"));
-  kernels::cpu::SetCpuThreads(o.threads);
+  const std::atomic<bool>& stop = InstallInterruptHandlers();
   const auto start = Clock::now();
+  if (o.batch_size < 1) return Fail(Status::InvalidArgument("--batch-size must be at least 1"));
+  if (o.sort_window < 0) return Fail(Status::InvalidArgument("--sort-window must be >= 0"));
+  if (!(o.progress_interval_s > 0)) {
+    return Fail(Status::InvalidArgument("--progress-interval must be positive"));
+  }
+  ShardSpec shard;
+  if (!o.shard.empty()) {
+    Result<ShardSpec> parsed = ParseShardSpec(o.shard);
+    if (!parsed.ok()) return Fail(parsed.status());
+    shard = *parsed;
+  }
+  kernels::cpu::SetCpuThreads(o.threads);
 
   Result<std::string> model_path = ResolveModelPath(o.model);
   if (!model_path.ok()) return Fail(model_path.status());
@@ -98,9 +97,20 @@ int RunCommand(const RunOptions& o) {
   Result<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizerForModel(**model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   const ModelConfig& config = (*model)->config();
-  LogInfo("model " + *model_path + ": " + config.Summary());
+  const ChatTemplate chat_template = ChatTemplate::FromJinja((*model)->chat_template());
+  LogInfo("model " + *model_path + ": " + config.Summary() + "; chat template " +
+          chat_template.name());
 
+  JobMetrics m;
+  m.model = *model_path;
+  m.input = o.input;
+  m.output = o.output;
+  m.shard = shard.ToString();
+  m.block_size = o.batch_size;
+  m.sort_window = o.sort_window;
+  const auto recover_start = Clock::now();
   Result<OutputJournal> journal = RecoverOutputJournal(o.output);
+  m.journal_recover_s = Seconds(recover_start);
   if (!journal.ok()) return Fail(journal.status().WithContext("output " + o.output));
   if (journal->lines > 0) {
     LogInfo("resuming: " + o.output + " already holds " + std::to_string(journal->lines) +
@@ -110,10 +120,14 @@ int RunCommand(const RunOptions& o) {
     LogWarn("cut a torn last line (" + std::to_string(journal->dropped_bytes) +
             " bytes) off " + o.output + "; its request runs again");
   }
+  const uint64_t expected = ExpectedLines(o.input, shard, journal->lines);
   BlockReaderOptions ro;
   ro.block_size = o.batch_size;
+  ro.sort_window = o.sort_window;
   ro.context_length = config.max_position_embeddings;
   ro.add_bos = (*tokenizer)->add_bos_by_default();
+  ro.shard = shard;
+  ro.chat_template = chat_template;
   Result<std::unique_ptr<BlockReader>> reader =
       BlockReader::Open(o.input, **tokenizer, ro, std::move(*journal));
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
@@ -123,39 +137,81 @@ int RunCommand(const RunOptions& o) {
   auto backend = MakeCpuBackend();
   Transformer transformer(**model, *backend);
   Generator generator(transformer, **tokenizer, EndOfGenerationIds(**tokenizer, config));
-  LogInfo("loaded in " + std::to_string(Seconds(start)).substr(0, 5) + " s; " +
-          std::to_string(kernels::cpu::CpuThreads()) + " CPU threads, blocks of " +
-          std::to_string(o.batch_size));
-
-  JobTotals totals;
-  const auto gen_start = Clock::now();
-  Block block;
-  Status input_error;
-  for (int index = 1;; ++index) {
-    Result<bool> more = (*reader)->Next(&block);
-    if (!more.ok()) {
-      input_error = more.status();
-      break;
+  generator.set_cancel(&stop);
+  std::unique_ptr<OffloadGenerator> offload;
+  if (o.policy.any()) {
+    Result<Plan> plan = PlanFromFlags(o.policy);
+    if (!plan.ok()) return Fail(plan.status());
+    offload = std::make_unique<OffloadGenerator>(**model, *backend, **tokenizer,
+                                                 EndOfGenerationIds(**tokenizer, config),
+                                                 OffloadOptionsFromFlags(o.policy, *plan));
+    LogInfo("offloading engine: " + PlanToFlexGenFlags(*plan));
+    if (!o.policy.dump_schedule.empty()) {
+      Result<BlockSchedule> schedule = offload->ScheduleFor(
+          static_cast<int>(plan->block_size()), 64, 16);
+      if (!schedule.ok()) return Fail(schedule.status());
+      Status s = WriteTextFile(o.policy.dump_schedule, DumpSchedule(*schedule));
+      return s.ok() ? kExitOk : Fail(s);
     }
-    if (!*more) break;
-    RunBlock(block, generator, **writer, totals);
-    if (Status s = (*writer)->Flush(); !s.ok()) return Fail(s.WithContext("writing " + o.output));
-    const double secs = Seconds(gen_start);
-    LogInfo("block " + std::to_string(index) + ": " + std::to_string(totals.completed) +
-            " requests done, " + std::to_string(static_cast<int>(totals.generated_tokens / secs)) +
-            " generated tokens/s");
   }
-  const BlockReaderStats& stats = (*reader)->stats();
-  const double secs = Seconds(gen_start);
-  LogInfo("finished: " + std::to_string(totals.completed) + " completed, " +
-          std::to_string(stats.errors) + " errors, " + std::to_string(stats.already_done) +
-          " already done; " + std::to_string(totals.prompt_tokens) + " prompt + " +
-          std::to_string(totals.generated_tokens) + " generated tokens in " +
-          std::to_string(secs).substr(0, 6) + " s (" +
-          std::to_string(static_cast<int>(totals.generated_tokens / std::max(secs, 1e-9))) +
-          " generated tokens/s); output in " + o.output);
-  if (!input_error.ok()) return Fail(input_error.WithContext("input " + o.input));
-  return stats.errors > 0 ? kExitSomeFailed : kExitOk;
+  m.load_s = Seconds(start);
+  LogInfo("loaded in " + Fixed(m.load_s, 2) + " s; " +
+          std::to_string(kernels::cpu::CpuThreads()) + " CPU threads, blocks of " +
+          std::to_string(o.batch_size) + ", sort window " + std::to_string(o.sort_window) +
+          (shard.count > 1 ? ", shard " + shard.ToString() : ""));
+
+  JobLoop loop;
+  loop.reader = reader->get();
+  loop.writer = writer->get();
+  loop.generate = [&](const std::vector<GenerationRequest>& b)
+      -> Result<std::vector<GenerationResult>> {
+    if (offload != nullptr) return offload->TryGenerate(b);
+    return generator.Generate(b);
+  };
+  loop.stop = &stop;
+  loop.model_name = ModelName(*model_path);
+  loop.expected_lines = expected;
+  const auto gen_start = Clock::now();
+  JobLoopOutcome outcome;
+  {
+    ProgressReporter progress(::isatty(STDERR_FILENO) ? ProgressStyle::kBar : ProgressStyle::kLog,
+                              o.progress_interval_s);
+    loop.progress = &progress;
+    outcome = RunJobLoop(loop, &m);
+  }
+  m.generation_s = Seconds(gen_start);
+  m.elapsed_s = Seconds(start);
+  m.interrupted = outcome.interrupted;
+  m.interrupt_signal = InterruptSignalName();
+  m.peak_rss_bytes = PeakRssBytes();
+  m.exit_code = !outcome.status.ok() ? kExitUnusable
+                : outcome.interrupted ? kExitInterrupted
+                : m.failed > 0        ? kExitSomeFailed
+                                      : kExitOk;
+  LogSummary(m, o.output);
+  if (!outcome.status.ok()) Log(LogLevel::kError, outcome.status.message());
+  if (outcome.interrupted) {
+    LogInfo(std::string("stopped by ") +
+            (m.interrupt_signal.empty() ? "a signal" : m.interrupt_signal) +
+            "; every finished block is in " + o.output + ": rerun the same command to resume");
+  }
+  if (offload != nullptr) {
+    const ExecutorMetrics& x = offload->metrics();
+    m.peak_bytes = {static_cast<uint64_t>(x.peak_bytes.gpu_bytes),
+                    static_cast<uint64_t>(x.peak_bytes.cpu_bytes),
+                    static_cast<uint64_t>(x.peak_bytes.disk_bytes)};
+    auto link = [&](Link l) { return x.link_bytes[static_cast<int>(l)]; };
+    m.link_bytes = {link(Link::kDiskToCpu), link(Link::kCpuToDisk), link(Link::kCpuToGpu),
+                    link(Link::kGpuToCpu)};
+    LogInfo(x.ToString());
+    if (!o.policy.trace.empty()) {
+      if (Status s = offload->WriteTrace(o.policy.trace); !s.ok()) LogWarn(s.message());
+    }
+  }
+  if (!o.metrics.empty()) {
+    if (Status s = WriteMetricsFile(o.metrics, m); !s.ok()) LogWarn(s.message());
+  }
+  return m.exit_code;
 }
 
 }  // namespace strata

@@ -83,4 +83,15 @@ bool JsonlReader::FinishLine(JsonlLine* out) {
   return true;
 }
 
+Result<uint64_t> CountJsonlLines(const std::string& path) {
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<JsonlReader> reader, JsonlReader::Open(path));
+  uint64_t lines = 0;
+  JsonlLine line;
+  while (true) {
+    Result<bool> more = reader->Next(&line);
+    if (!more.ok() || !*more) return lines;
+    ++lines;
+  }
+}
+
 }  // namespace strata

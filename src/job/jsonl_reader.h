@@ -66,4 +66,8 @@ class JsonlReader {
   Status status_;
 };
 
+// The number of lines a JsonlReader on `path` would return, reading the whole file; for damaged
+// zstd input, the lines before the damage. Errors: those of JsonlReader::Open.
+Result<uint64_t> CountJsonlLines(const std::string& path);
+
 }  // namespace strata

@@ -39,8 +39,8 @@ Status SyncDirectory(const std::string& dir) {
   return rc == 0 ? Status::Ok() : ErrnoStatus("cannot fsync directory", dir, err);
 }
 
-// Reads one complete output line into the pending sets. Returns Corrupt when the line is not a
-// completion or error line.
+// Reads one complete output line into the pending sets: a completion by its custom_id, an error
+// line by its input line number. Returns Corrupt when the line is neither.
 Status ScanOutputLine(const std::string& path, uint64_t line_number, const std::string& line,
                       std::vector<std::string>* ids, std::vector<uint64_t>* error_lines) {
   const Json j = Json::parse(line, nullptr, false);
@@ -51,14 +51,16 @@ Status ScanOutputLine(const std::string& path, uint64_t line_number, const std::
   };
   if (j.is_discarded() || !j.is_object()) return bad();
   const auto id = j.find("custom_id");
-  if (id == j.end()) return bad();
-  if (id->is_string()) {
-    ids->push_back(id->get<std::string>());
+  if (id == j.end() || !(id->is_string() || id->is_null())) return bad();
+  const auto error = j.find("error");
+  if (error != j.end() && !error->is_null()) {
+    const auto input_line = j.find("line");
+    if (input_line == j.end() || !input_line->is_number_unsigned()) return bad();
+    error_lines->push_back(input_line->get<uint64_t>());
     return Status::Ok();
   }
-  const auto input_line = j.find("line");
-  if (!id->is_null() || input_line == j.end() || !input_line->is_number_unsigned()) return bad();
-  error_lines->push_back(input_line->get<uint64_t>());
+  if (!id->is_string()) return bad();
+  ids->push_back(id->get<std::string>());
   return Status::Ok();
 }
 
@@ -72,9 +74,31 @@ Status TruncateFile(const std::string& path, uint64_t size_bytes) {
   return rc == 0 ? Status::Ok() : ErrnoStatus("cannot cut the torn tail of", path, err);
 }
 
+// True when a ".zst" output holds only the start of the zstd magic bytes: a crash during the
+// first frame's write, which DecodedFile cannot yet tell from a file that is not zstd at all.
+bool IsTornZstdMagic(const std::string& path) {
+  static constexpr char kMagic[] = {'\x28', '\xB5', '\x2F', '\xFD'};
+  struct stat st;
+  if (!IsZstdPath(path) || ::stat(path.c_str(), &st) != 0 || st.st_size >= 4) return false;
+  char head[4];
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::pread(fd, head, sizeof(head), 0);
+  ::close(fd);
+  return n == st.st_size && std::memcmp(head, kMagic, static_cast<size_t>(n)) == 0;
+}
+
 }  // namespace
 
 Result<OutputJournal> RecoverOutputJournal(const std::string& path) {
+  if (IsTornZstdMagic(path)) {
+    OutputJournal journal;
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return ErrnoStatus("cannot stat", path, errno);
+    journal.dropped_bytes = static_cast<uint64_t>(st.st_size);
+    if (journal.dropped_bytes > 0) STRATA_RETURN_IF_ERROR(TruncateFile(path, 0));
+    return journal;
+  }
   Result<std::unique_ptr<DecodedFile>> opened = DecodedFile::Open(path);
   if (!opened.ok() && opened.status().code() == StatusCode::kNotFound) return OutputJournal{};
   if (!opened.ok()) return opened.status();
@@ -91,7 +115,7 @@ Result<OutputJournal> RecoverOutputJournal(const std::string& path) {
   uint64_t keep_bytes = 0;
   const auto commit = [&](uint64_t offset) {
     journal.lines += ids.size() + error_lines.size();
-    journal.custom_ids.insert(ids.begin(), ids.end());
+    journal.completed_ids.insert(ids.begin(), ids.end());
     journal.error_lines.insert(error_lines.begin(), error_lines.end());
     ids.clear();
     error_lines.clear();

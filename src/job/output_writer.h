@@ -63,12 +63,12 @@ class OutputWriter {
   Status status_;
 };
 
-// What an output file already holds.
+// What an output file already holds. A request is done when its custom_id has a completion line;
+// an error is done when an error line for its input line number exists (error lines are keyed by
+// line, not id, because a duplicate id's error line shares the id of the request that runs).
 struct OutputJournal {
-  std::unordered_set<std::string> custom_ids;  // ids with a line: completion or error
-  // Input line numbers of error lines without a custom_id (e.g. invalid JSON), so that a
-  // restarted job need not report them again.
-  std::unordered_set<uint64_t> error_lines;
+  std::unordered_set<std::string> completed_ids;  // custom_ids with a completion line
+  std::unordered_set<uint64_t> error_lines;       // input line numbers with an error line
   uint64_t lines = 0;          // complete lines kept
   uint64_t dropped_bytes = 0;  // bytes of a torn tail cut off the file; 0 when none
 };
@@ -78,8 +78,9 @@ struct OutputJournal {
 // newline, for zstd everything after the last complete frame that ends on a line boundary
 // (damaged zstd data counts as a torn tail too). A missing file is an empty journal. The cut is
 // fsynced before returning.
-// Errors: Corrupt naming the line when a complete line is not a JSON object with a string or
-// null "custom_id" (the file was not written by strata), Corrupt when the ".zst" suffix and the
+// Errors: Corrupt naming the line when a complete line is neither a completion (a JSON object
+// with a string "custom_id" and no "error") nor an error line (a non-null "error" and an
+// unsigned "line") -- the file was not written by strata, Corrupt when the ".zst" suffix and the
 // zstd magic bytes disagree; IoError.
 Result<OutputJournal> RecoverOutputJournal(const std::string& path);
 

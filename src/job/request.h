@@ -1,6 +1,10 @@
 // Requests and completions of a batch job, and their JSONL forms. Parsing never throws: a line
 // that cannot run becomes a RequestError that names the problem, written back as an error line.
 //
+// Two line formats are read, decided per line: a plain line (below), and an OpenAI Batch API line
+// (an object with "body", "url" or "method"; see openai_request.h). A result line is written in
+// the format of its input line.
+//
 // Error codes (RequestError::code) produced by this module; they are stable, tests and users
 // match on them:
 //   invalid_json       the line is not JSON (including a raw NUL byte in it)
@@ -12,7 +16,12 @@
 //   invalid_max_tokens max_tokens not an integer in [1, kMaxTokensLimit]
 //   invalid_field      any other field has the wrong type or range; the message names the field
 //   line_too_long      the line exceeds the reader's limit (see LineTooLongError)
-// Other modules add their own (e.g. prompt_too_long, duplicate_custom_id).
+//   unsupported_url    an OpenAI line whose "url" is not /v1/completions or /v1/chat/completions
+//   invalid_body       an OpenAI line whose "body" is missing or not an object
+//   invalid_messages   a chat body whose "messages" is missing, empty or malformed
+//   unsupported_field  a body field strata cannot honour (n > 1, logprobs, echo, tools, ...)
+// Other modules add their own (e.g. context_length_exceeded, duplicate_custom_id,
+// unsupported_chat_template).
 #pragma once
 
 #include <cstddef>
@@ -41,11 +50,27 @@ struct SamplingParams {
   bool ignore_eos = false;        // keep generating past EOS until max_tokens
 };
 
+// The format family of a line; its result line is written in the same family.
+enum class RequestFormat {
+  kPlain,             // {"custom_id", "prompt", ...}
+  kOpenAiCompletion,  // OpenAI Batch API line for /v1/completions
+  kOpenAiChat,        // OpenAI Batch API line for /v1/chat/completions
+};
+bool IsOpenAi(RequestFormat f);
+
+// One message of a chat request; `content` is text (text parts of an array joined by "\n").
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" or "tool" ("developer" reads as "system")
+  std::string content;
+};
+
 struct Request {
   std::string custom_id;
-  std::string prompt;
+  std::string prompt;  // for kOpenAiChat: empty until the chat template renders `messages`
   SamplingParams sampling;
   uint64_t line_number = 0;  // 1-based line in the input file
+  RequestFormat format = RequestFormat::kPlain;
+  std::vector<ChatMessage> messages;  // kOpenAiChat only
 };
 
 // Why a line could not run. `custom_id` is empty when the line did not yield one.
@@ -54,6 +79,7 @@ struct RequestError {
   uint64_t line_number = 0;
   std::string code;     // stable machine-readable code, e.g. "invalid_json", "prompt_too_long"
   std::string message;  // for people: what is wrong and what to do
+  RequestFormat format = RequestFormat::kPlain;  // the family of the error line
 };
 
 enum class FinishReason { kStop, kLength };
@@ -65,6 +91,7 @@ struct Completion {
   int prompt_tokens = 0;
   int completion_tokens = 0;
   FinishReason finish_reason = FinishReason::kLength;
+  RequestFormat format = RequestFormat::kPlain;
 };
 
 // Parses one input line (without its newline). Returns the Request or the error for that line.
@@ -84,14 +111,20 @@ struct Completion {
 struct ParsedLine {
   std::optional<Request> request;
   std::optional<RequestError> error;
+  // False when the line is not a JSON object: its format could not be read, and `error.format`
+  // is kPlain; the caller may pick a better family (BlockReader uses the previous line's).
+  bool is_object = false;
 };
 ParsedLine ParseRequestLine(std::string_view line, uint64_t line_number);
 
-// One JSON object per line, without the trailing newline.
-// Completion: {"custom_id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}.
-// Error: {"custom_id" (null when empty), "line", "error": {"code", "message"}}.
+// One JSON object per line, without the trailing newline, in the family of `format`.
+// Plain completion: {"custom_id", "text", "prompt_tokens", "completion_tokens", "finish_reason"}.
+// Plain error: {"custom_id" (null when empty), "line", "error": {"code", "message"}}.
+// OpenAI lines: see openai_output.h; `model` names the model in their response bodies.
+// Every error line carries its input "line" number and every completion its custom_id: the
+// journal (output_writer.h) and `strata merge` key results by them.
 // Bytes of `text` or `message` that are not UTF-8 become U+FFFD, so the line is always valid JSON.
-std::string FormatCompletionLine(const Completion& c);
+std::string FormatCompletionLine(const Completion& c, std::string_view model = "");
 std::string FormatErrorLine(const RequestError& e);
 
 // The error for a line that the reader skipped because it exceeded `max_line_bytes`.

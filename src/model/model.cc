@@ -6,6 +6,7 @@
 
 #include "src/io/mapped_file.h"
 #include "src/model/model_builder.h"
+#include "src/model/store.h"
 
 namespace strata {
 namespace {
@@ -78,7 +79,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   if (ec || !std::filesystem::exists(status)) {
     return Status::NotFound(path + ": no such model file or directory");
   }
-  if (std::filesystem::is_directory(status)) return LoadHfModel(path);
+  if (std::filesystem::is_directory(status)) {
+    return IsStoreDirectory(path) ? LoadStore(path) : LoadHfModel(path);
+  }
   return LoadGgufModel(path);
 }
 

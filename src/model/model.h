@@ -86,7 +86,8 @@ class Model {
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or
-// model.safetensors.index.json + shards, tokenizer.json) or a GGUF v3 file. Every offset and size
+// model.safetensors.index.json + shards, tokenizer.json), a strata store written by
+// `strata convert` (src/model/store.h), or a GGUF v3 file. Every offset and size
 // in a header is bounds-checked; a missing path, truncated file, unknown dtype or missing tensor
 // returns a Status whose message names the file and what to do.
 Result<std::unique_ptr<Model>> LoadModel(const std::string& path);

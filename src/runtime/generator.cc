@@ -85,6 +85,12 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
     max_new = std::max(max_new, r.max_new_tokens);
   }
+  const auto cancelled = [&] {
+    if (cancel_ == nullptr || !cancel_->load(std::memory_order_relaxed)) return false;
+    for (GenerationResult& r : results) r.reason = StopReason::kCancelled;
+    return true;
+  };
+  if (cancelled()) return results;
   KvCache cache(c.num_layers, batch, c.num_kv_heads, prompt_len + max_new, c.head_dim);
 
   // Prefill: left-pad every prompt to prompt_len. Padding rows repeat the first real token; they
@@ -116,6 +122,7 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
   logits_.resize(batch * vocab);
 
   for (int step = 0;; ++step) {
+    if (cancelled()) return results;
     // Hidden state of each sequence's newest token: the last row of its slice.
     for (int b = 0; b < batch; ++b) {
       const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;

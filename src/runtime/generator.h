@@ -3,6 +3,7 @@
 // (masked keys, positions counted from each sequence's first real token).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -21,7 +22,8 @@ struct GenerationRequest {
   bool ignore_eos = false;         // do not stop at end-of-generation tokens
 };
 
-enum class StopReason { kEndOfGeneration, kStopString, kLength };
+// kCancelled: Generate stopped early (set_cancel); the result is incomplete.
+enum class StopReason { kEndOfGeneration, kStopString, kLength, kCancelled };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids, the stopping token included
@@ -43,6 +45,10 @@ class Generator {
   // REQUIRES: each prompt non-empty; prompt + max_new_tokens fits the model's context.
   std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& block);
 
+  // Once *cancel is true, Generate stops before its next token step and returns every result
+  // with reason kCancelled. nullptr (the default): never. REQUIRES: *cancel outlives this.
+  void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+
   // Logits [tokens, vocab] of every position of one prompt, from a single prefill.
   std::vector<float> PromptLogits(const std::vector<int32_t>& prompt);
 
@@ -54,6 +60,7 @@ class Generator {
   const Tokenizer& tokenizer_;
   std::vector<int32_t> eog_ids_;
   std::vector<float> hidden_, last_, logits_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace strata

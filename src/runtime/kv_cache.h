@@ -1,32 +1,69 @@
-// KvCache: the fp32 key/value cache of one block of sequences, for every layer.
-// Layout per layer: [batch, num_kv_heads, max_len, head_dim] for keys and again for values, so a
-// sequence's head is one contiguous run of rows (what the attention kernel streams through).
+// KvCache: the key/value cache of one block of sequences, for every layer, in fp32 or in the
+// 4-bit format of kernels/kv_q4_format.h. Layout per layer: [batch, num_kv_heads, max_len,
+// head_dim] for keys and again for values (for 4 bits: the codes and params planes of that
+// format), so a sequence's head is one contiguous run of rows (what attention streams through).
 #pragma once
 
-#include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/attention_q4.h"
+#include "src/core/status.h"
+
 namespace strata {
+
+// How the cache stores keys and values.
+struct KvCacheOptions {
+  // 4-bit asymmetric group-wise codes with an fp16 scale and minimum per group of 64 along
+  // head_dim (FlexGen's scheme) instead of fp32. Default: fp32.
+  bool compress = false;
+  // With `compress`: keys are Walsh–Hadamard rotated over head_dim before quantization
+  // (kernels/cpu/hadamard.h), which tames outlier channels; queries are rotated to match by the
+  // attention kernel. Values are never rotated. Default: off.
+  bool rotate_keys = false;
+};
 
 class KvCache {
  public:
-  KvCache(int num_layers, int batch, int num_kv_heads, int max_len, int head_dim);
+  // REQUIRES: Supports(options, head_dim).ok().
+  KvCache(int num_layers, int batch, int num_kv_heads, int max_len, int head_dim,
+          KvCacheOptions options = {});
 
-  float* keys(int layer) { return k_[static_cast<size_t>(layer)].data(); }
-  float* values(int layer) { return v_[static_cast<size_t>(layer)].data(); }
+  // Whether a cache with `options` can hold heads of `head_dim`; the error says why not.
+  static Status Supports(const KvCacheOptions& options, int head_dim);
+
+  const KvCacheOptions& options() const { return options_; }
   int batch() const { return batch_; }
   int max_len() const { return max_len_; }
   // Bytes held by the whole cache.
   uint64_t bytes() const;
 
-  // Copies rows src[batch * tokens, num_kv_heads * head_dim] (token-major, as a Linear writes
-  // them) into slots [first_slot, first_slot + tokens) of `layer`'s cache.
+  // The fp32 planes of `layer`. REQUIRES: !options().compress.
+  float* keys(int layer);
+  float* values(int layer);
+  // The 4-bit planes of `layer`. REQUIRES: options().compress.
+  kernels::cpu::Q4CacheView q4_keys(int layer) const;
+  kernels::cpu::Q4CacheView q4_values(int layer) const;
+
+  // Stores rows src[batch * tokens, num_kv_heads * head_dim] (token-major, as a Linear writes
+  // them) in slots [first_slot, first_slot + tokens) of `layer`'s cache, quantizing (and rotating
+  // keys) when compressed.
   void Write(int layer, const float* k_rows, const float* v_rows, int tokens, int first_slot);
 
+  // Expands slots [0, slots) of a compressed `layer` to fp32 keys (un-rotated) and values, laid
+  // out [batch, num_kv_heads, dst_len, head_dim]. REQUIRES: options().compress; slots <= dst_len.
+  void ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const;
+
  private:
+  struct Q4Planes {
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> params;
+  };
+
   int batch_, num_kv_heads_, max_len_, head_dim_;
-  std::vector<std::vector<float>> k_, v_;
+  KvCacheOptions options_;
+  std::vector<std::vector<float>> k_, v_;  // fp32 mode
+  std::vector<Q4Planes> qk_, qv_;          // compressed mode
 };
 
 }  // namespace strata

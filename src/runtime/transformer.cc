@@ -1,7 +1,9 @@
 #include "src/runtime/transformer.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/attention_q4.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -25,8 +27,10 @@ kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
 
 }  // namespace
 
-Transformer::Transformer(const Model& model, Backend& backend)
-    : model_(model), config_(model.config()), backend_(backend) {
+Transformer::Transformer(const Model& model, Backend& backend, const ModelWeights* weights)
+    : config_(model.config()),
+      weights_(weights != nullptr ? *weights : model.weights()),
+      backend_(backend) {
   if (config_.use_rope) {
     inv_freq_.resize(static_cast<size_t>(config_.head_dim / 2));
     kernels::cpu::RopeInverseFrequencies(RopeFor(config_), inv_freq_.data());
@@ -34,23 +38,76 @@ Transformer::Transformer(const Model& model, Backend& backend)
 }
 
 float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
-  if (buf.size() < n) buf.resize(n);
+  if (buf.size() < n) {
+    // Exactly n: a bare resize may double the capacity, and the plan counts these bytes.
+    buf.reserve(n);
+    buf.resize(n);
+  }
   return buf.data();
 }
 
 void Transformer::Embed(const StepInput& in, float* hidden) {
+  Embed(in, weights_.token_embedding, weights_.position_embedding, hidden);
+}
+
+void Transformer::Embed(const StepInput& in, const TensorView& token_embedding,
+                        const TensorView& position_embedding, float* hidden) {
   const int rows = in.batch * in.new_tokens;
-  const ModelWeights& w = model_.weights();
-  backend_.Embed(w.token_embedding, in.tokens.data(), rows, hidden);
-  if (w.position_embedding.present()) {
+  backend_.Embed(token_embedding, in.tokens.data(), rows, hidden);
+  if (position_embedding.present()) {
     std::vector<int32_t> pos(in.positions);
     for (int32_t& p : pos) p += config_.position_offset;
-    backend_.AddPositionEmbedding(w.position_embedding, pos.data(), rows, hidden);
+    backend_.AddPositionEmbedding(position_embedding, pos.data(), rows, hidden);
   }
 }
 
+Transformer::AttentionBuffers Transformer::AttentionInputs(const LayerWeights& w,
+                                                           const StepInput& in,
+                                                           const float* hidden) {
+  const ModelConfig& c = config_;
+  const int rows = in.batch * in.new_tokens;
+  const size_t h = static_cast<size_t>(c.hidden_size);
+  const size_t q_width = static_cast<size_t>(c.num_heads) * c.head_dim;
+  const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
+  float* normed = Workspace(normed_, rows * h);
+  if (c.norm == NormKind::kLayerNorm) {
+    backend_.LayerNorm(hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows, c.hidden_size,
+                       normed);
+  } else {
+    backend_.RmsNorm(hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
+  }
+  float* q = Workspace(q_, rows * q_width);
+  float* k = Workspace(k_, rows * kv_width);
+  float* v = Workspace(v_, rows * kv_width);
+  backend_.Linear(normed, rows, w.wq, w.bq, q);
+  backend_.Linear(normed, rows, w.wk, w.bk, k);
+  backend_.Linear(normed, rows, w.wv, w.bv, v);
+  if (c.use_rope) {
+    backend_.Rope(q, in.positions.data(), rows, c.num_heads, c.head_dim, inv_freq_.data());
+    backend_.Rope(k, in.positions.data(), rows, c.num_kv_heads, c.head_dim, inv_freq_.data());
+  }
+  return {q, k, v, Workspace(attn_, rows * q_width)};
+}
+
+void Transformer::AttentionOutput(const LayerWeights& w, int rows, const float* attn,
+                                  float* hidden) {
+  const size_t h = static_cast<size_t>(config_.hidden_size);
+  float* proj = Workspace(proj_, rows * h);
+  backend_.Linear(attn, rows, w.wo, w.bo, proj);
+  backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
+}
+
+uint64_t Transformer::workspace_bytes() const {
+  size_t n = 0;
+  for (const std::vector<float>* b :
+       {&normed_, &q_, &k_, &v_, &attn_, &proj_, &up_, &gate_, &k_f32_, &v_f32_}) {
+    n += b->capacity();
+  }
+  return n * sizeof(float);
+}
+
 void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden) {
-  const LayerWeights& w = model_.weights().layers[static_cast<size_t>(layer)];
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const int rows = in.batch * in.new_tokens;
   const size_t h = static_cast<size_t>(c.hidden_size);
@@ -86,15 +143,60 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
   shape.cache_len = in.cache_len;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
   float* attn = Workspace(attn_, rows * q_width);
-  backend_.Attention(shape, q, cache.keys(layer), cache.values(layer), in.start.data(), attn);
+  if (!cache.options().compress) {
+    backend_.Attention(shape, q, cache.keys(layer), cache.values(layer), in.start.data(), attn);
+  } else if (in.new_tokens == 1) {
+    kernels::cpu::DecodeAttentionQ4Shape s;
+    s.batch = in.batch;
+    s.num_heads = c.num_heads;
+    s.num_kv_heads = c.num_kv_heads;
+    s.head_dim = c.head_dim;
+    s.max_len = cache.max_len();
+    s.cache_len = in.cache_len;
+    s.scale = shape.scale;
+    s.keys_rotated = cache.options().rotate_keys;
+    kernels::cpu::DecodeAttentionQ4(s, q, cache.q4_keys(layer), cache.q4_values(layer),
+                                    in.start.data(), attn);
+  } else {
+    PrefillOnCompressedCache(layer, in, cache, shape, q, k, v, attn);
+  }
 
   float* proj = Workspace(proj_, rows * h);
   backend_.Linear(attn, rows, w.wo, w.bo, proj);
   backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
 }
 
+void Transformer::PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
+                                           AttentionShape shape, const float* q, const float* k,
+                                           const float* v, float* attn) {
+  // Slots before this step come back from the cache; this step's own keys and values are the
+  // fp32 rows just computed, so a prompt attends to itself without quantization error.
+  const int d = config_.head_dim;
+  const int kv_heads = config_.num_kv_heads;
+  const int first = in.cache_len - in.new_tokens;
+  const size_t n = static_cast<size_t>(in.batch) * kv_heads * in.cache_len * d;
+  float* kf = Workspace(k_f32_, n);
+  float* vf = Workspace(v_f32_, n);
+  cache.ExpandSlots(layer, first, in.cache_len, kf, vf);
+  for (int b = 0; b < in.batch; ++b) {
+    for (int t = 0; t < in.new_tokens; ++t) {
+      for (int h = 0; h < kv_heads; ++h) {
+        const size_t src = ((static_cast<size_t>(b) * in.new_tokens + t) * kv_heads + h) * d;
+        const size_t dst = ((static_cast<size_t>(b) * kv_heads + h) * in.cache_len + first + t) * d;
+        std::copy_n(k + src, d, kf + dst);
+        std::copy_n(v + src, d, vf + dst);
+      }
+    }
+  }
+  shape.max_len = in.cache_len;
+  backend_.Attention(shape, q, kf, vf, in.start.data(), attn);
+}
+
 void Transformer::MlpLayer(int layer, int rows, float* hidden) {
-  const LayerWeights& w = model_.weights().layers[static_cast<size_t>(layer)];
+  MlpLayer(weights_.layers[static_cast<size_t>(layer)], rows, hidden);
+}
+
+void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
   const ModelConfig& c = config_;
   const size_t h = static_cast<size_t>(c.hidden_size);
   const int64_t inter = static_cast<int64_t>(rows) * c.intermediate_size;
@@ -125,16 +227,21 @@ void Transformer::MlpLayer(int layer, int rows, float* hidden) {
 }
 
 void Transformer::Logits(const float* hidden, int rows, float* logits) {
-  const ModelWeights& w = model_.weights();
+  Logits(weights_.final_norm, weights_.final_norm_bias, weights_.lm_head, hidden, rows, logits);
+}
+
+void Transformer::Logits(const TensorView& final_norm, const TensorView& final_norm_bias,
+                         const TensorView& lm_head, const float* hidden, int rows,
+                         float* logits) {
   const ModelConfig& c = config_;
   float* normed = Workspace(normed_, static_cast<size_t>(rows) * c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
-    backend_.LayerNorm(hidden, w.final_norm, w.final_norm_bias, c.norm_eps, rows, c.hidden_size,
+    backend_.LayerNorm(hidden, final_norm, final_norm_bias, c.norm_eps, rows, c.hidden_size,
                        normed);
   } else {
-    backend_.RmsNorm(hidden, w.final_norm, c.norm_eps, rows, c.hidden_size, normed);
+    backend_.RmsNorm(hidden, final_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  backend_.Linear(normed, rows, w.lm_head, TensorView{}, logits);
+  backend_.Linear(normed, rows, lm_head, TensorView{}, logits);
 }
 
 }  // namespace strata

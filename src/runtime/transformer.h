@@ -27,28 +27,62 @@ struct StepInput {
 
 class Transformer {
  public:
-  // REQUIRES: `model` and `backend` outlive the Transformer.
-  Transformer(const Model& model, Backend& backend);
+  // REQUIRES: `model` and `backend` outlive the Transformer. `weights`, when given (e.g. the
+  // model's weights after a 4-bit round trip), is used instead of model.weights() and must
+  // outlive the Transformer too.
+  Transformer(const Model& model, Backend& backend, const ModelWeights* weights = nullptr);
 
   const ModelConfig& config() const { return config_; }
 
   // hidden[rows, hidden_size] = token (+ position) embeddings of `in`.
   void Embed(const StepInput& in, float* hidden);
   // Attention sub-block of `layer` with its residual: writes the new keys/values into `cache`.
+  // With a compressed cache, a decode step (one new token) attends straight to the 4-bit cache;
+  // a step of several tokens (prefill) attends to the fp32 keys and values it just computed (and
+  // to earlier slots expanded from the cache), as FlexGen does, and stores them compressed.
   void AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden);
   // MLP sub-block of `layer` with its residual.
   void MlpLayer(int layer, int rows, float* hidden);
   // logits[rows, vocab] for the given hidden rows (final norm, then the LM head).
   void Logits(const float* hidden, int rows, float* logits);
 
+  // The same layers over weights the caller gives and a KV cache the caller keeps, for an
+  // executor that places both itself (src/runtime/executor.h): the same kernels in the same order
+  // as the forms above, so the results are the same bits.
+  void Embed(const StepInput& in, const TensorView& token_embedding,
+             const TensorView& position_embedding, float* hidden);
+  // The attention sub-block up to the cache: norm, q/k/v projections and RoPE of the step's rows.
+  // The buffers are workspaces of this Transformer, valid until its next call: q and attn are
+  // [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; attn is for the caller's
+  // attention output.
+  struct AttentionBuffers {
+    float* q;
+    float* k;
+    float* v;
+    float* attn;
+  };
+  AttentionBuffers AttentionInputs(const LayerWeights& w, const StepInput& in,
+                                   const float* hidden);
+  // The attention sub-block after the cache: hidden += attn * wo^T (+ bo).
+  void AttentionOutput(const LayerWeights& w, int rows, const float* attn, float* hidden);
+  void MlpLayer(const LayerWeights& w, int rows, float* hidden);
+  void Logits(const TensorView& final_norm, const TensorView& final_norm_bias,
+              const TensorView& lm_head, const float* hidden, int rows, float* logits);
+  // Bytes of workspace held now; workspaces only grow, so this is their peak.
+  uint64_t workspace_bytes() const;
+
  private:
   float* Workspace(std::vector<float>& buf, size_t n);
+  // attn = attention of a multi-token step over a compressed cache, on fp32 keys and values.
+  void PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
+                                AttentionShape shape, const float* q, const float* k,
+                                const float* v, float* attn);
 
-  const Model& model_;
   const ModelConfig& config_;
+  const ModelWeights& weights_;
   Backend& backend_;
   std::vector<float> inv_freq_;
-  std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_;
+  std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_, k_f32_, v_f32_;
 };
 
 }  // namespace strata

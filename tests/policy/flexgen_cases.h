@@ -11,9 +11,9 @@
 namespace strata::testing {
 
 struct FlexGenCase {
-  std::string model;       // configs/models preset
-  bool compressed;         // FlexGen's "4-bit" column
-  Plan hand;               // FlexGen's hand policy as a strata plan
+  std::string model;  // configs/models preset
+  bool compressed;    // FlexGen's "4-bit" column
+  Plan hand;          // FlexGen's hand policy as a strata plan
   double published_tokens_per_s;
 };
 

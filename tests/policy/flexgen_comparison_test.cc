@@ -2,9 +2,9 @@
 // FlexGen's published runs (../shared/docs/ANCHORS.md). Prints the table that
 // docs/PERFORMANCE-policy.md records. Two cases do not land within 30% for reasons the
 // DocumentedGap tests state and check; they are not hidden by looser bounds.
-#include <cstdio>
-
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 #include "policy/search.h"
 #include "tests/policy/flexgen_cases.h"
@@ -98,8 +98,10 @@ TEST(FlexGenComparison, DocumentedGapOpt175bCacheOnDisk) {
   const CostEstimate e = HandPrediction(c);
   const double published_block_s = c.hand.block_size() * 32 / c.published_tokens_per_s;
   const double budget_per_layer_step_s = published_block_s / (31 * 96);
-  std::printf("OPT-175B: disk lane %.1f s per decode layer step; the published figure allows at "
-              "most %.1f s\n", e.decode.layer.disk_lane_s(), budget_per_layer_step_s);
+  std::printf(
+      "OPT-175B: disk lane %.1f s per decode layer step; the published figure allows at "
+      "most %.1f s\n",
+      e.decode.layer.disk_lane_s(), budget_per_layer_step_s);
   EXPECT_GT(e.decode.layer.disk_lane_s(), 4 * budget_per_layer_step_s);
   EXPECT_LT(Ratio(c), 0.7) << "the gap closed: update docs/PERFORMANCE-policy.md";
 }
@@ -121,9 +123,10 @@ TEST(FlexGenComparison, DocumentedGapOpt175b4BitWeightExpansion) {
       model.num_layers * step(e.prefill.layer, extra) + e.prefill.output.step_s(true) +
       31 * (model.num_layers * step(e.decode.layer, extra) + e.decode.output.step_s(true));
   const double flexgen_like_tps = c.hand.block_size() * 32 / flexgen_like_s;
-  std::printf("OPT-175B 4-bit: strata-style %.3f tokens/s; with FlexGen's per-micro-batch "
-              "expansion %.3f (published %.2f)\n", e.throughput_tokens_per_s, flexgen_like_tps,
-              c.published_tokens_per_s);
+  std::printf(
+      "OPT-175B 4-bit: strata-style %.3f tokens/s; with FlexGen's per-micro-batch "
+      "expansion %.3f (published %.2f)\n",
+      e.throughput_tokens_per_s, flexgen_like_tps, c.published_tokens_per_s);
   EXPECT_GT(Ratio(c), 1.3) << "the gap closed: update docs/PERFORMANCE-policy.md";
   EXPECT_NEAR(flexgen_like_tps / c.published_tokens_per_s, 1.0, 0.3);
 }

@@ -49,8 +49,7 @@ TEST(HardwareSpecTest, BadProfilesSayWhichKeyAndFile) {
   const std::string good = T4FlexGenText();
   EXPECT_NE(Error(Replace(good, "d2h_gbps: 0.97\n", "")).find("hw.yaml: missing key 'd2h_gbps'"),
             std::string::npos);
-  EXPECT_NE(Error(Replace(good, "cpu_capacity_bytes: 214748364800",
-                          "cpu_capacity_bytes: -5"))
+  EXPECT_NE(Error(Replace(good, "cpu_capacity_bytes: 214748364800", "cpu_capacity_bytes: -5"))
                 .find("hw.yaml: key 'cpu_capacity_bytes' must be at least 0, got -5"),
             std::string::npos);
   EXPECT_NE(Error(Replace(good, "gpu_capacity_bytes: 15318646784", "gpu_capacity_bytes: 0"))

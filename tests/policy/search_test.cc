@@ -1,8 +1,8 @@
 #include "policy/search.h"
 
-#include <cstdio>
-
 #include <gtest/gtest.h>
+
+#include <cstdio>
 
 namespace strata {
 namespace {
@@ -35,8 +35,8 @@ TEST(SearchTest, FindsAFittingPlanForEveryPresetAndProfile) {
         EXPECT_LE(alt.cost.throughput_tokens_per_s, r->best.cost.throughput_tokens_per_s);
       }
       std::printf("%-10s %-12s %9.3f tokens/s  %-72s %4d LPs %6.3f s\n", hw_name, model_name,
-                  r->best.cost.throughput_tokens_per_s,
-                  PlanToFlexGenFlags(r->best.plan).c_str(), r->lps_solved, r->elapsed_s);
+                  r->best.cost.throughput_tokens_per_s, PlanToFlexGenFlags(r->best.plan).c_str(),
+                  r->lps_solved, r->elapsed_s);
     }
   }
 }
@@ -51,9 +51,9 @@ TEST(SearchTest, AtLeastAsGoodAsHandPlansThatFit) {
   int fitting = 0;
   for (int gbs : {4, 16, 32}) {
     for (int nb : {1, 4, 8}) {
-      for (const std::vector<int>& percent :
-           {std::vector<int>{0, 100, 0, 100, 100, 0}, {10, 60, 50, 50, 100, 0},
-            {0, 50, 0, 100, 0, 100}}) {
+      for (const std::vector<int>& percent : {std::vector<int>{0, 100, 0, 100, 100, 0},
+                                              {10, 60, 50, 50, 100, 0},
+                                              {0, 50, 0, 100, 0, 100}}) {
         Plan hand = PlanFromFlexGenPercent(percent, gbs, nb).value();
         for (bool q4 : {false, true}) {
           hand.compress_weight = hand.compress_cache = q4;

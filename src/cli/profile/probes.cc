@@ -57,12 +57,14 @@ double HostReadGbps() {
   const size_t n = size_t{128} << 20;  // 512 MiB of int32
   std::vector<int32_t> data(n, 1);
   int64_t sink = 0;
-  const double s = TimePerCall([&] {
-    int64_t sum = 0;
+  const double s = TimePerCall(
+      [&] {
+        int64_t sum = 0;
 #pragma omp parallel for reduction(+ : sum) schedule(static)
-    for (size_t i = 0; i < n; ++i) sum += data[i];
-    sink += sum;
-  }, 1.0);
+        for (size_t i = 0; i < n; ++i) sum += data[i];
+        sink += sum;
+      },
+      1.0);
   return sink == 0 ? 0 : n * sizeof(int32_t) / s / 1e9;
 }
 
@@ -83,24 +85,35 @@ double GemmTflops(int rows) {
 }
 
 double DecodeAttentionGbps() {
-  const kernels::cpu::AttentionShape s{.batch = 8, .new_tokens = 1, .num_heads = 32,
-                                       .num_kv_heads = 8, .head_dim = 128, .max_len = 2048,
-                                       .cache_len = 2048, .scale = 0.088f};
+  const kernels::cpu::AttentionShape s{.batch = 8,
+                                       .new_tokens = 1,
+                                       .num_heads = 32,
+                                       .num_kv_heads = 8,
+                                       .head_dim = 128,
+                                       .max_len = 2048,
+                                       .cache_len = 2048,
+                                       .scale = 0.088f};
   const size_t cache = size_t(s.batch) * s.num_kv_heads * s.max_len * s.head_dim;
   const std::vector<float> k = RandomFloats(cache), v = RandomFloats(cache);
   const std::vector<float> q = RandomFloats(size_t(s.batch) * s.num_heads * s.head_dim);
   std::vector<float> out(q.size());
   const std::vector<int> start(s.batch, 0);
   const double t = TimePerCall(
-      [&] { kernels::cpu::CausalAttention(s, q.data(), k.data(), v.data(), start.data(), out.data()); },
+      [&] {
+        kernels::cpu::CausalAttention(s, q.data(), k.data(), v.data(), start.data(), out.data());
+      },
       1.0);
   return 2.0 * cache * sizeof(float) / t / 1e9;
 }
 
 double DecodeAttentionQ4Gbps() {
-  const kernels::cpu::DecodeAttentionQ4Shape s{.batch = 8, .num_heads = 32, .num_kv_heads = 8,
-                                               .head_dim = 128, .max_len = 2048,
-                                               .cache_len = 2048, .scale = 0.088f};
+  const kernels::cpu::DecodeAttentionQ4Shape s{.batch = 8,
+                                               .num_heads = 32,
+                                               .num_kv_heads = 8,
+                                               .head_dim = 128,
+                                               .max_len = 2048,
+                                               .cache_len = 2048,
+                                               .scale = 0.088f};
   const size_t tokens = size_t(s.batch) * s.num_kv_heads * s.max_len;
   std::vector<uint8_t> k_codes(tokens * s.head_dim / 2), v_codes(k_codes.size());
   std::mt19937 rng(7);
@@ -112,25 +125,35 @@ double DecodeAttentionQ4Gbps() {
   const std::vector<float> q = RandomFloats(size_t(s.batch) * s.num_heads * s.head_dim);
   std::vector<float> out(q.size());
   const std::vector<int> start(s.batch, 0);
-  const double t = TimePerCall([&] {
-    kernels::cpu::DecodeAttentionQ4(s, q.data(), {k_codes.data(), k_params.data()},
-                                    {v_codes.data(), v_params.data()}, start.data(), out.data());
-  }, 1.0);
+  const double t = TimePerCall(
+      [&] {
+        kernels::cpu::DecodeAttentionQ4(s, q.data(), {k_codes.data(), k_params.data()},
+                                        {v_codes.data(), v_params.data()}, start.data(),
+                                        out.data());
+      },
+      1.0);
   const double bytes = 2.0 * (k_codes.size() + params * sizeof(uint16_t));
   return bytes / t / 1e9;
 }
 
 double PrefillAttentionTflops() {
-  const kernels::cpu::AttentionShape s{.batch = 1, .new_tokens = 512, .num_heads = 32,
-                                       .num_kv_heads = 8, .head_dim = 128, .max_len = 512,
-                                       .cache_len = 512, .scale = 0.088f};
+  const kernels::cpu::AttentionShape s{.batch = 1,
+                                       .new_tokens = 512,
+                                       .num_heads = 32,
+                                       .num_kv_heads = 8,
+                                       .head_dim = 128,
+                                       .max_len = 512,
+                                       .cache_len = 512,
+                                       .scale = 0.088f};
   const size_t cache = size_t(s.num_kv_heads) * s.max_len * s.head_dim;
   const std::vector<float> k = RandomFloats(cache), v = RandomFloats(cache);
   const std::vector<float> q = RandomFloats(size_t(s.new_tokens) * s.num_heads * s.head_dim);
   std::vector<float> out(q.size());
   const std::vector<int> start(1, 0);
   const double t = TimePerCall(
-      [&] { kernels::cpu::CausalAttention(s, q.data(), k.data(), v.data(), start.data(), out.data()); },
+      [&] {
+        kernels::cpu::CausalAttention(s, q.data(), k.data(), v.data(), start.data(), out.data());
+      },
       1.0);
   return 4.0 * s.new_tokens * s.new_tokens * s.num_heads * s.head_dim / t / 1e12;
 }
@@ -156,7 +179,8 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
     fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
   }
   if (fd < 0) {
-    return Status::IoError("cannot create a scratch file in '" + dir + "': " + std::strerror(errno));
+    return Status::IoError("cannot create a scratch file in '" + dir +
+                           "': " + std::strerror(errno));
   }
   void* raw = nullptr;
   if (posix_memalign(&raw, 4096, kRequest) != 0) {

@@ -1,0 +1,193 @@
+#include "src/cli/bench_command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "kernels/cpu/threads.h"
+#include "policy/model_spec.h"
+#include "policy/plan.h"
+#include "src/backend/backend.h"
+#include "src/cli/exit_codes.h"
+#include "src/core/log.h"
+#include "src/model/model.h"
+#include "src/model/synthetic_model.h"
+#include "src/runtime/offload_generator.h"
+#include "src/schedule/schedule_dump.h"
+
+namespace strata {
+namespace {
+
+int Fail(const Status& s) {
+  Log(LogLevel::kError, s.message());
+  return kExitUnusable;
+}
+
+// Synthetic prompts need no text: every token decodes to nothing.
+class SyntheticTokenizer final : public Tokenizer {
+ public:
+  explicit SyntheticTokenizer(int vocab) : vocab_(vocab) {}
+  std::vector<int32_t> Encode(std::string_view, bool) const override { return {}; }
+  std::string TokenBytes(int32_t) const override { return ""; }
+  std::string Decode(const std::vector<int32_t>&, bool) const override { return ""; }
+  int vocab_size() const override { return vocab_; }
+  int bos_id() const override { return -1; }
+  int eos_id() const override { return -1; }
+  bool add_bos_by_default() const override { return false; }
+  bool IsSpecial(int32_t) const override { return false; }
+  int32_t SpecialTokenId(std::string_view) const override { return -1; }
+
+ private:
+  int vocab_;
+};
+
+// The forward pass's config for a preset: OPT-like presets (learned positions, LayerNorm with
+// bias) or Llama-like ones (RoPE, RMSNorm, gated MLP).
+ModelConfig ConfigOf(const ModelSpec& s, int num_layers) {
+  ModelConfig c;
+  const bool opt = s.position_embedding_rows > 0;
+  c.arch = opt ? Architecture::kOpt : Architecture::kLlama;
+  c.vocab_size = s.vocab_size;
+  c.hidden_size = s.hidden_size;
+  c.intermediate_size = s.intermediate_size;
+  c.num_layers = num_layers > 0 ? num_layers : s.num_layers;
+  c.num_heads = s.num_heads;
+  c.num_kv_heads = s.num_kv_heads;
+  c.head_dim = s.head_dim;
+  c.max_position_embeddings = s.max_position_embeddings;
+  c.norm = s.norm_bias ? NormKind::kLayerNorm : NormKind::kRmsNorm;
+  c.activation = s.gated_mlp ? Activation::kSilu : Activation::kRelu;
+  c.gated_mlp = s.gated_mlp;
+  c.attention_bias = c.mlp_bias = s.linear_bias;
+  c.tie_word_embeddings = s.tie_word_embeddings;
+  c.use_rope = !opt;
+  c.position_offset = opt ? s.position_embedding_rows - s.max_position_embeddings : 0;
+  return c;
+}
+
+Result<DType> WeightDType(const std::string& name) {
+  if (name == "f16") return DType::kF16;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "f32") return DType::kF32;
+  return Status::InvalidArgument("--weight-dtype must be f16, bf16 or f32, got " + name);
+}
+
+// A model file or directory as loaded; a preset with synthetic weights otherwise.
+Result<std::unique_ptr<Model>> BenchModel(const BenchOptions& o) {
+  std::error_code ec;
+  if (std::filesystem::exists(o.model, ec) && !o.model.ends_with(".yaml")) {
+    if (o.num_layers > 0) {
+      return Status::InvalidArgument("--num-layers applies to presets, not to " + o.model);
+    }
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(o.model));
+    LogInfo("model " + o.model + ": " + model->config().Summary());
+    return model;
+  }
+  STRATA_ASSIGN_OR_RETURN(std::string preset, ResolveConfigFile("models", o.model));
+  STRATA_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpecYaml(preset));
+  STRATA_ASSIGN_OR_RETURN(DType dtype, WeightDType(o.weight_dtype));
+  const auto t0 = std::chrono::steady_clock::now();
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
+                          MakeSyntheticModel(ConfigOf(spec, o.num_layers), dtype));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  char line[128];
+  std::snprintf(line, sizeof(line), ", %s of %s weights, built in %.1f s",
+                FormatBytes(static_cast<int64_t>(model->weight_bytes())).c_str(),
+                o.weight_dtype.c_str(), secs);
+  LogInfo("synthetic " + spec.name + " (" + std::to_string(spec.num_layers) + " layers): " +
+          model->config().Summary() + line);
+  return model;
+}
+
+}  // namespace
+
+CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Throughput of a preset with synthetic weights and prompts (FlexGen's metrics)");
+  cmd->add_option("--model,-m", o->model,
+                  "Preset name (configs/models) or preset YAML, run with synthetic weights; or a "
+                  "model directory or GGUF file, run with its own")
+      ->required();
+  cmd->add_option("--num-layers", o->num_layers,
+                  "Transformer blocks to build (0: the preset's); for machines too small for it")
+      ->capture_default_str();
+  cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->capture_default_str();
+  cmd->add_option("--gen-len", o->gen_len, "Generated tokens")->capture_default_str();
+  cmd->add_option("--num-blocks", o->num_blocks, "Blocks to run")->capture_default_str();
+  AddPolicyFlags(cmd, &o->policy);
+  cmd->add_option("--weight-dtype", o->weight_dtype, "f16, bf16 or f32")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
+  return cmd;
+}
+
+int BenchCommand(const BenchOptions& o) {
+  if (o.prompt_len < 1 || o.gen_len < 1 || o.num_blocks < 1 || o.num_layers < 0) {
+    return Fail(Status::InvalidArgument(
+        "--prompt-len, --gen-len and --num-blocks must be at least 1, --num-layers at least 0"));
+  }
+  kernels::cpu::SetCpuThreads(o.threads);
+  Result<Plan> plan = PlanFromFlags(o.policy);
+  if (!plan.ok()) return Fail(plan.status());
+  Result<std::unique_ptr<Model>> model = BenchModel(o);
+  if (!model.ok()) return Fail(model.status());
+  const ModelConfig& config = (*model)->config();
+  if (o.prompt_len + o.gen_len > config.max_position_embeddings) {
+    return Fail(Status::OutOfRange("prompt + generation exceeds the model's context of " +
+                                   std::to_string(config.max_position_embeddings) + " tokens"));
+  }
+
+  OffloadOptions oo = OffloadOptionsFromFlags(o.policy, *plan);
+  oo.prompt_len = o.prompt_len;
+  oo.gen_len = o.gen_len;
+  auto backend = MakeCpuBackend();
+  SyntheticTokenizer tokenizer(config.vocab_size);
+  OffloadGenerator generator(**model, *backend, tokenizer, {}, oo);
+  const int block = static_cast<int>(plan->block_size());
+  if (!o.policy.dump_schedule.empty()) {
+    Result<BlockSchedule> schedule = generator.ScheduleFor(block, o.prompt_len, o.gen_len);
+    if (!schedule.ok()) return Fail(schedule.status());
+    Status s = WriteTextFile(o.policy.dump_schedule, DumpSchedule(*schedule));
+    return s.ok() ? kExitOk : Fail(s);
+  }
+
+  std::vector<GenerationRequest> requests(static_cast<size_t>(block) * o.num_blocks);
+  uint64_t state = 12345;
+  for (GenerationRequest& r : requests) {
+    for (int i = 0; i < o.prompt_len; ++i) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      r.prompt.push_back(static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(config.vocab_size)));
+    }
+    r.max_new_tokens = o.gen_len;
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+  }
+  // Placement and the weights' trip to their homes happen before the clock starts.
+  if (Result<BlockSchedule> s = generator.ScheduleFor(block, o.prompt_len, o.gen_len); !s.ok()) {
+    return Fail(s.status());
+  }
+  Result<std::vector<GenerationResult>> out = generator.TryGenerate(requests);
+  if (!out.ok()) return Fail(out.status());
+  const ExecutorMetrics& m = generator.metrics();
+  const double sequences = static_cast<double>(requests.size());
+  const double decode_s = m.wall_s - m.prefill_s;
+  std::printf("model      %s: %s (%s of weights)\n", o.model.c_str(), config.Summary().c_str(),
+              FormatBytes(static_cast<int64_t>((*model)->weight_bytes())).c_str());
+  std::printf("workload   prompt %d, generate %d, %d block(s) of %d\n", o.prompt_len, o.gen_len,
+              o.num_blocks, block);
+  std::printf("plan       %s\n", PlanToFlexGenFlags(*plan).c_str());
+  std::printf("prefill    %.2f tokens/s (%.3f s)\n", sequences * o.prompt_len / m.prefill_s,
+              m.prefill_s);
+  std::printf("decode     %.2f tokens/s (%.3f s)\n",
+              decode_s > 0 ? sequences * (o.gen_len - 1) / decode_s : 0.0, decode_s);
+  std::printf("total      %.2f tokens/s (%.3f s for %.0f generated tokens)\n",
+              sequences * o.gen_len / m.wall_s, m.wall_s, sequences * o.gen_len);
+  std::printf("%s", m.ToString().c_str());
+  if (!o.policy.trace.empty()) {
+    if (Status s = generator.WriteTrace(o.policy.trace); !s.ok()) return Fail(s);
+    LogInfo("trace written to " + o.policy.trace);
+  }
+  return kExitOk;
+}
+
+}  // namespace strata

@@ -1,0 +1,62 @@
+#include "src/cli/convert_command.h"
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+
+#include "kernels/cpu/weight_q4.h"
+#include "src/cli/exit_codes.h"
+#include "src/model/model.h"
+#include "src/model/store_writer.h"
+
+namespace strata {
+namespace {
+
+void QuantizeQ4(const TensorView& w, uint8_t* codes, uint16_t* params) {
+  using kernels::cpu::WeightQ4Source;
+  const WeightQ4Source source = w.dtype == DType::kF32   ? WeightQ4Source::kF32
+                                : w.dtype == DType::kF16 ? WeightQ4Source::kF16
+                                                         : WeightQ4Source::kBF16;
+  kernels::cpu::QuantizeWeightQ4(source, w.data, w.dim(0), w.dim(1), codes, params);
+}
+
+}  // namespace
+
+CLI::App* AddConvertCommand(CLI::App& app, ConvertOptions* o) {
+  CLI::App* cmd = app.add_subcommand(
+      "convert", "Write a strata store (4 KiB-aligned extents + manifest) from a model");
+  cmd->add_option("--model,-m", o->model, "Hugging Face model directory or GGUF file")->required();
+  cmd->add_option("--out,-o", o->out, "Store directory to create (must not exist, or be empty)")
+      ->required();
+  cmd->add_flag("--compress-weight", o->compress_weight,
+                "Store weight matrices as 4-bit groups of 64 (fp16 scale and minimum)");
+  return cmd;
+}
+
+int ConvertCommand(const ConvertOptions& o) {
+  const auto start = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<Model>> model = LoadModel(o.model);
+  if (!model.ok()) {
+    std::fprintf(stderr, "strata: error: %s\n", model.status().ToString().c_str());
+    return kExitUnusable;
+  }
+  StoreWriteOptions options;
+  if (o.compress_weight) options.quantize_q4 = QuantizeQ4;
+  Result<StoreWriteSummary> written = WriteStore(**model, o.out, options);
+  if (!written.ok()) {
+    std::fprintf(stderr, "strata: error: %s\n", written.status().ToString().c_str());
+    return kExitUnusable;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("wrote %s: %d tensors (%d 4-bit), %.1f MiB of extents, from %s in %.1f s\n",
+              o.out.c_str(), written->tensors, written->q4_tensors,
+              static_cast<double>(written->data_bytes) / (1 << 20), o.model.c_str(), seconds);
+  if (written->raw_matrices > 0) {
+    std::printf("kept %d weight matrices raw: their rows are not a multiple of %d elements\n",
+                written->raw_matrices, kernels::cpu::kWeightQ4Group);
+  }
+  return kExitOk;
+}
+
+}  // namespace strata

@@ -1,0 +1,190 @@
+#include "src/cli/perplexity_command.h"
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "kernels/cpu/threads.h"
+#include "kernels/cpu/weight_q4.h"
+#include "src/backend/backend.h"
+#include "src/cli/exit_codes.h"
+#include "src/cli/model_path.h"
+#include "src/core/log.h"
+#include "src/model/model.h"
+#include "src/runtime/kv_cache.h"
+#include "src/runtime/model_tokenizer.h"
+#include "src/runtime/transformer.h"
+
+namespace strata {
+namespace {
+
+int Fail(const Status& s) {
+  Log(LogLevel::kError, s.message());
+  return kExitUnusable;
+}
+
+// A model's weights after a 4-bit round trip (kernels/cpu/weight_q4.h): every matrix whose rows
+// are whole groups is quantized, then expanded to fp32 once. This is the arithmetic a run with
+// --compress-weight does (it expands a layer's weights once per layer per block); vectors (norms,
+// biases) stay as they are, as in FlexGen.
+class RoundTripWeights {
+ public:
+  explicit RoundTripWeights(const ModelWeights& w) : weights_(w) {
+    RoundTrip(weights_.token_embedding);
+    if (w.lm_head.data == w.token_embedding.data) {
+      weights_.lm_head = weights_.token_embedding;  // tied: one matrix, one round trip
+    } else {
+      RoundTrip(weights_.lm_head);
+    }
+    for (LayerWeights& l : weights_.layers) {
+      for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        RoundTrip(*t);
+      }
+    }
+  }
+  const ModelWeights& weights() const { return weights_; }
+
+ private:
+  void RoundTrip(TensorView& t) {
+    if (!t.present() || t.shape.size() != 2 || !kernels::cpu::WeightQ4Supports(t.dim(1))) return;
+    const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
+    const auto source = t.dtype == DType::kF32   ? kernels::cpu::WeightQ4Source::kF32
+                        : t.dtype == DType::kF16 ? kernels::cpu::WeightQ4Source::kF16
+                                                 : kernels::cpu::WeightQ4Source::kBF16;
+    std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(rows, cols));
+    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(rows, cols));
+    kernels::cpu::QuantizeWeightQ4(source, t.data, rows, cols, codes.data(), params.data());
+    std::vector<float>& out = storage_.emplace_back(static_cast<size_t>(rows * cols));
+    kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, out.data());
+    t.dtype = DType::kF32;
+    t.data = out.data();
+  }
+
+  ModelWeights weights_;
+  std::vector<std::vector<float>> storage_;
+};
+
+// Sum of -log p(next token) over the scored tokens of `windows` (each at least 2 tokens), run as
+// one left-padded block of single-token steps.
+double WindowsNll(Transformer& transformer, const std::vector<std::vector<int32_t>>& windows,
+                  const KvCacheOptions& cache_options) {
+  const ModelConfig& c = transformer.config();
+  const int batch = static_cast<int>(windows.size());
+  int len = 0;
+  for (const auto& w : windows) len = std::max(len, static_cast<int>(w.size()));
+  KvCache cache(c.num_layers, batch, c.num_kv_heads, len, c.head_dim, cache_options);
+  StepInput in;
+  in.batch = batch;
+  in.new_tokens = 1;
+  for (const auto& w : windows) in.start.push_back(len - static_cast<int>(w.size()));
+  std::vector<float> hidden(static_cast<size_t>(batch) * c.hidden_size);
+  std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
+  double nll = 0;
+  for (int step = 0; step + 1 < len; ++step) {
+    in.cache_len = step + 1;
+    in.tokens.assign(static_cast<size_t>(batch), 0);
+    in.positions.assign(static_cast<size_t>(batch), 0);
+    for (int b = 0; b < batch; ++b) {  // padding steps feed the first token; never attended
+      in.tokens[b] = windows[b][static_cast<size_t>(std::max(0, step - in.start[b]))];
+      in.positions[b] = std::max(0, step - in.start[b]);
+    }
+    transformer.Embed(in, hidden.data());
+    for (int layer = 0; layer < c.num_layers; ++layer) {
+      transformer.AttentionLayer(layer, in, cache, hidden.data());
+      transformer.MlpLayer(layer, batch, hidden.data());
+    }
+    transformer.Logits(hidden.data(), batch, logits.data());
+    for (int b = 0; b < batch; ++b) {
+      if (step < in.start[b]) continue;
+      const float* l = logits.data() + static_cast<size_t>(b) * c.vocab_size;
+      const float max = *std::max_element(l, l + c.vocab_size);
+      double sum = 0;
+      for (int i = 0; i < c.vocab_size; ++i) sum += std::exp(static_cast<double>(l[i] - max));
+      const int32_t next = windows[b][static_cast<size_t>(step - in.start[b] + 1)];
+      nll += max + std::log(sum) - l[next];
+    }
+    if ((step + 1) % 128 == 0)
+      LogInfo("step " + std::to_string(step + 1) + " of " + std::to_string(len - 1));
+  }
+  return nll;
+}
+
+}  // namespace
+
+CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
+  CLI::App* cmd = app.add_subcommand("perplexity", "Perplexity of a model on a text file");
+  cmd->add_option("--model,-m", o->model,
+                  "Hugging Face model directory or GGUF file (default: the model fetched by "
+                  "scripts/setup.sh)");
+  cmd->add_option("--input,-i", o->input, "UTF-8 text file")->required();
+  cmd->add_option("--window", o->window, "Tokens per window (at most the model's context)")
+      ->capture_default_str()
+      ->check(CLI::Range(2, 1 << 20));
+  cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
+  cmd->add_flag("--rotate-keys", o->rotate_keys,
+                "With --compress-cache: Walsh–Hadamard-rotate keys before quantization");
+  cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
+  return cmd;
+}
+
+int PerplexityCommand(const PerplexityOptions& o) {
+  kernels::cpu::SetCpuThreads(o.threads);
+  if (o.rotate_keys && !o.compress_cache) {
+    return Fail(Status::InvalidArgument("--rotate-keys needs --compress-cache"));
+  }
+  std::ifstream file(o.input, std::ios::binary);
+  if (!file) return Fail(Status::NotFound("cannot open --input " + o.input));
+  std::stringstream text;
+  text << file.rdbuf();
+
+  Result<std::string> model_path = ResolveModelPath(o.model);
+  if (!model_path.ok()) return Fail(model_path.status());
+  Result<std::unique_ptr<Model>> model = LoadModel(*model_path);
+  if (!model.ok()) return Fail(model.status());
+  Result<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizerForModel(**model);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  const ModelConfig& config = (*model)->config();
+  if (o.window > config.max_position_embeddings) {
+    return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
+                                        " exceeds the model's context of " +
+                                        std::to_string(config.max_position_embeddings)));
+  }
+  KvCacheOptions cache_options;
+  cache_options.compress = o.compress_cache;
+  cache_options.rotate_keys = o.rotate_keys;
+  if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
+
+  const Tokenizer& tok = **tokenizer;
+  const std::vector<int32_t> ids = tok.Encode(text.str(), /*add_bos=*/false);
+  const bool bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
+  const size_t per_window = static_cast<size_t>(o.window - (bos ? 1 : 0));
+  std::vector<std::vector<int32_t>> windows;
+  for (size_t i = 0; i < ids.size(); i += per_window) {
+    std::vector<int32_t> w;
+    if (bos) w.push_back(tok.bos_id());
+    w.insert(w.end(), ids.begin() + i, ids.begin() + std::min(ids.size(), i + per_window));
+    if (w.size() >= 2) windows.push_back(std::move(w));
+  }
+  if (windows.empty()) return Fail(Status::InvalidArgument("--input has fewer than 2 tokens"));
+  size_t scored = 0;
+  for (const auto& w : windows) scored += w.size() - 1;
+
+  std::unique_ptr<RoundTripWeights> q4_weights;
+  if (o.compress_weight) q4_weights = std::make_unique<RoundTripWeights>((*model)->weights());
+  auto backend = MakeCpuBackend();
+  Transformer transformer(**model, *backend, q4_weights ? &q4_weights->weights() : nullptr);
+  LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(windows.size()) +
+          " windows of up to " + std::to_string(o.window) + " tokens");
+  const double nll = WindowsNll(transformer, windows, cache_options);
+  std::printf("perplexity %.4f over %zu tokens\n", std::exp(nll / static_cast<double>(scored)),
+              scored);
+  return kExitOk;
+}
+
+}  // namespace strata

@@ -1,0 +1,35 @@
+// `strata perplexity`: what compression costs, measured. The text of --input is tokenized and cut
+// into consecutive, non-overlapping windows of --window tokens (the last one may be shorter); all
+// windows run together as one block, fed one token per step (teacher forcing), so every scored
+// token attends to its window's earlier tokens through the KV cache in the chosen format, as a
+// generated token would. The first token of a window (BOS when the tokenizer adds one) is context
+// only; every other token is scored by the log-probability the model gave it. Prints the
+// perplexity exp(mean negative log-likelihood) and the number of scored tokens.
+#pragma once
+
+#include <string>
+
+namespace CLI {
+class App;
+}  // namespace CLI
+
+namespace strata {
+
+struct PerplexityOptions {
+  std::string model;             // path; empty: the default model
+  std::string input;             // UTF-8 text file
+  int window = 1024;             // tokens per window; at most the model's context length
+  int threads = 0;               // CPU threads; 0: all cores
+  bool compress_cache = false;   // 4-bit KV cache
+  bool rotate_keys = false;      // with compress_cache: Walsh–Hadamard-rotated keys
+  bool compress_weight = false;  // 4-bit weights (group 64 along the input dim), expanded to fp32
+};
+
+// Registers the `perplexity` subcommand and its flags on `app`, filling *options when parsed.
+CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* options);
+
+// Runs it; returns the process exit code (src/cli/exit_codes.h). The result goes to stdout as
+// `perplexity P over N tokens`; progress and errors go to stderr.
+int PerplexityCommand(const PerplexityOptions& options);
+
+}  // namespace strata

@@ -1,0 +1,103 @@
+#include "src/io/pread_env.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/io/posix_file.h"
+#include "src/io/transfer.h"
+
+namespace strata {
+namespace {
+
+class PreadEnv final : public FileEnv {
+ public:
+  explicit PreadEnv(const FileEnvOptions& options) : max_request_bytes_(options.max_request_bytes) {
+    const int threads = std::max(1, std::min(options.queue_depth, options.pread_threads));
+    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  }
+
+  ~PreadEnv() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    ready_.notify_all();
+    for (std::thread& t : workers_) t.join();
+  }
+
+  std::string name() const override { return "pread"; }
+
+  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
+                                         const FileOptions& options) override {
+    STRATA_ASSIGN_OR_RETURN(OpenedFd opened, PosixOpen(path, options));
+    return std::unique_ptr<DiskFile>(new PosixFile(path, opened.fd, opened.direct));
+  }
+  Status Remove(const std::string& path) override { return PosixRemove(path); }
+  Status Allocate(DiskFile* file, uint64_t bytes) override {
+    return PosixAllocate(*static_cast<PosixFile*>(file), bytes);
+  }
+  Result<uint64_t> Size(DiskFile* file) override {
+    return PosixSize(*static_cast<PosixFile*>(file));
+  }
+  Status Sync(DiskFile* file) override { return PosixSync(*static_cast<PosixFile*>(file)); }
+
+  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
+    std::vector<IoChunk> chunks = PrepareChunks(requests, max_request_bytes_, event);
+    if (chunks.empty()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.insert(queue_.end(), chunks.begin(), chunks.end());
+    }
+    ready_.notify_all();
+  }
+
+ private:
+  void Work() {
+    for (;;) {
+      IoChunk chunk;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stop_ with nothing left
+        chunk = queue_.front();
+        queue_.pop_front();
+      }
+      chunk.event->Complete(Transfer(&chunk));
+    }
+  }
+
+  // Moves the whole chunk, continuing after partial transfers.
+  static Status Transfer(IoChunk* c) {
+    const int fd = static_cast<PosixFile*>(c->file)->fd();
+    while (c->remaining() > 0) {
+      const off_t at = static_cast<off_t>(c->offset + c->done);
+      const ssize_t n = c->op == IoOp::kRead
+                            ? ::pread(fd, c->buffer + c->done, c->remaining(), at)
+                            : ::pwrite(fd, c->buffer + c->done, c->remaining(), at);
+      STRATA_RETURN_IF_ERROR(AdvanceChunk(c, n < 0 ? -int64_t{errno} : int64_t{n}));
+    }
+    return Status::Ok();
+  }
+
+  const size_t max_request_bytes_;
+  std::mutex mu_;
+  std::condition_variable ready_;
+  std::deque<IoChunk> queue_;
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace
+
+std::unique_ptr<FileEnv> NewPreadEnv(const FileEnvOptions& options) {
+  return std::make_unique<PreadEnv>(options);
+}
+
+}  // namespace strata

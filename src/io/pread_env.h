@@ -1,0 +1,14 @@
+// PreadEnv: the FileEnv of a pread/pwrite thread pool, for where io_uring is refused (seccomp
+// profiles answer EPERM) or cannot register buffers, and for tests (STRATA_IO=pread).
+#pragma once
+
+#include <memory>
+
+#include "src/io/file_env.h"
+
+namespace strata {
+
+// Threads = min(options.queue_depth, options.pread_threads), at least 1. Never fails.
+std::unique_ptr<FileEnv> NewPreadEnv(const FileEnvOptions& options);
+
+}  // namespace strata

@@ -1,0 +1,58 @@
+// ChatTemplate: renders the messages of a chat request into a prompt the way a model's Jinja chat
+// template (GGUF tokenizer.chat_template, tokenizer_config.json chat_template) would, with the
+// assistant's generation prompt appended. strata has no Jinja engine: it recognises template
+// families from the template text and renders them in C++.
+//
+//   ChatML   (<|im_start|> ... <|im_end|>; SmolLM2, Qwen):
+//            "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
+//            "<|im_start|>assistant\n". When the template writes a default system prompt as a
+//            literal (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging
+//            Face"), it is added as the first message unless the first message is "system".
+//   Llama 3  (<|start_header_id|> ... <|eot_id|>):
+//            "<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>" per
+//            message, then "<|start_header_id|>assistant<|end_header_id|>\n\n". Llama 3.1's
+//            dated default system block is not written (as llama.cpp does).
+//
+// BOS is never written as text: a template that writes bos_token sets adds_bos(), and the caller
+// encodes the prompt with the tokenizer's BOS id, as transformers does after rendering.
+// Thread-safe after construction (immutable).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "src/core/status.h"
+#include "src/job/request.h"
+
+namespace strata {
+
+class ChatTemplate {
+ public:
+  enum class Family { kNone, kUnknown, kChatMl, kLlama3 };
+
+  // A template that renders nothing: every chat request gets unsupported_chat_template.
+  ChatTemplate() = default;
+
+  // Recognises the family of `jinja`; an empty string is kNone, text of no known family kUnknown.
+  static ChatTemplate FromJinja(std::string_view jinja);
+
+  Family family() const { return family_; }
+  // The system prompt added when the first message is not "system"; empty when none.
+  const std::string& default_system() const { return default_system_; }
+  // True when the template starts the prompt with bos_token.
+  bool adds_bos() const { return adds_bos_; }
+  // "ChatML", "Llama 3", "none" or "unrecognised", for logs.
+  const char* name() const;
+
+  // The prompt for `messages`, generation prompt included. REQUIRES: `messages` non-empty.
+  // Errors: Unsupported, with a message for the user, when the family is kNone or kUnknown.
+  Result<std::string> Render(const std::vector<ChatMessage>& messages) const;
+
+ private:
+  Family family_ = Family::kNone;
+  std::string default_system_;
+  bool adds_bos_ = false;
+};
+
+}  // namespace strata

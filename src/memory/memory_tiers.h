@@ -1,0 +1,79 @@
+// MemoryTiers: the memory of one run, allocated once from a TierLayout: the device arena, the
+// pinned host arena and the disk tier's scratch file.
+//
+// In builds without CUDA the device arena is host memory too, capacity-limited to what the layout
+// (or --gpu-mem-gib) allows; its copies in and out are done by the executor's load and store lane
+// threads, its copy engines, so placement, overlap and memory limits run the same code as on a
+// GPU. The host arena is page-aligned anonymous memory (in CUDA builds it is what
+// cudaHostRegister pins) and is registered with io_uring for the disk transfers.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "src/core/status.h"
+#include "src/io/aligned_buffer.h"
+#include "src/io/file_env.h"
+#include "src/io/scratch_file.h"
+#include "src/memory/tier_layout.h"
+
+namespace strata {
+
+struct MemoryTiersOptions {
+  // Bytes the device tier may hold; 0: exactly what the layout needs. Creation fails with
+  // ResourceExhausted when the layout needs more. Default 0.
+  uint64_t device_capacity_bytes = 0;
+  // Directory of the scratch file for what lives on disk. Default ".".
+  std::string offload_dir = ".";
+  // Which FileEnv moves disk bytes (src/io/file_env.h). Default: io_uring, else pread.
+  FileEnvKind file_env = FileEnvKind::kAuto;
+};
+
+// One piece of a disk transfer: file bytes [file_offset, file_offset + bytes) and memory.
+struct DiskPiece {
+  uint64_t file_offset = 0;
+  uint8_t* memory = nullptr;
+  uint64_t bytes = 0;
+};
+
+// Thread-safe for transfers: each lane passes its own ring half. Creation is not.
+class MemoryTiers {
+ public:
+  // Allocates every tier `layout` uses. Errors say which tier and how many bytes.
+  static Result<std::unique_ptr<MemoryTiers>> Create(const TierLayout& layout,
+                                                     const MemoryTiersOptions& options);
+
+  // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena.
+  uint8_t* At(const Extent& e) const;
+
+  // Bytes each tier holds (arena sizes; the scratch file's size).
+  uint64_t capacity_bytes(Tier tier) const;
+  // Bytes the layout placed on `tier`: the tier's peak, since nothing is allocated later.
+  uint64_t peak_bytes(Tier tier) const { return layout_bytes_[static_cast<int>(tier)]; }
+  // "io_uring", "pread" or "" when nothing lives on disk.
+  std::string file_env_name() const;
+
+  // Reads every piece from the scratch file through `ring` (4 KiB-aligned, a multiple of 4 KiB):
+  // pieces adjacent in the file are read together in aligned requests, then copied out.
+  Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  // Writes the pieces through `ring`. Each piece's covering 4 KiB pages are written whole: file
+  // bytes in those pages that no piece covers get unspecified values, so callers write whole
+  // extents (or bytes they will not read again).
+  Status WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  // Reads or writes one 4 KiB-aligned extent straight from or to `memory` (4 KiB-aligned, at
+  // least the extent rounded up to 4 KiB).
+  Status TransferExtent(IoOp op, const Extent& e, uint8_t* memory) const;
+
+ private:
+  MemoryTiers() = default;
+
+  AlignedBuffer device_, host_;
+  std::unique_ptr<FileEnv> env_;
+  std::unique_ptr<ScratchFile> scratch_;
+  uint64_t layout_bytes_[kNumTiers] = {};
+  uint64_t device_capacity_ = 0;
+};
+
+}  // namespace strata

@@ -1,0 +1,60 @@
+#include "src/memory/model_spec_of.h"
+
+#include <set>
+
+namespace strata {
+
+Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
+  const ModelConfig& c = model.config();
+  const ModelWeights& w = model.weights();
+  std::set<DType> dtypes;
+  std::set<bool> biases;
+  auto note = [&](const TensorView& t) {
+    if (t.present()) dtypes.insert(t.dtype);
+  };
+  for (const TensorView* t : {&w.token_embedding, &w.position_embedding, &w.final_norm,
+                              &w.final_norm_bias, &w.lm_head}) {
+    note(*t);
+  }
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
+                                &l.bk, &l.bv, &l.bo, &l.mlp_norm, &l.mlp_norm_bias, &l.w_gate,
+                                &l.b_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down}) {
+      note(*t);
+    }
+    for (const TensorView* b : {&l.bq, &l.bk, &l.bv, &l.bo, &l.b_up, &l.b_down}) {
+      biases.insert(b->present());
+    }
+    if (c.gated_mlp) biases.insert(l.b_gate.present());
+  }
+  if (dtypes.size() != 1) {
+    return Status::Unsupported(model.source() + " mixes weight dtypes; the plan's accounting "
+                               "assumes one");
+  }
+  if (biases.size() != 1) {
+    return Status::Unsupported(model.source() + " has biases on some projections only; the "
+                               "plan's accounting has one linear_bias flag");
+  }
+  ModelSpec s;
+  s.name = model.source();
+  s.num_layers = c.num_layers;
+  s.hidden_size = c.hidden_size;
+  s.intermediate_size = c.intermediate_size;
+  s.num_heads = c.num_heads;
+  s.num_kv_heads = c.num_kv_heads;
+  s.head_dim = c.head_dim;
+  s.vocab_size = c.vocab_size;
+  s.max_position_embeddings = c.max_position_embeddings;
+  s.gated_mlp = c.gated_mlp;
+  s.linear_bias = *biases.begin();
+  s.norm_bias = !w.layers.empty() && w.layers[0].attn_norm_bias.present();
+  s.position_embedding_rows =
+      w.position_embedding.present() ? static_cast<int>(w.position_embedding.dim(0)) : 0;
+  s.tie_word_embeddings = w.lm_head.data == w.token_embedding.data;
+  s.weight_dtype_bytes = static_cast<int>(DTypeBytes(*dtypes.begin()));
+  s.activation_dtype_bytes = activation_dtype_bytes;
+  STRATA_RETURN_IF_ERROR(s.Validate());
+  return s;
+}
+
+}  // namespace strata

@@ -1,0 +1,180 @@
+#include "src/memory/placement.h"
+
+#include <algorithm>
+#include <string>
+
+namespace strata {
+namespace {
+
+constexpr uint64_t kArenaAlignment = 64;
+constexpr uint64_t kDiskAlignment = 4096;
+
+uint64_t AlignUp4k(uint64_t n) { return (n + kDiskAlignment - 1) / kDiskAlignment * kDiskAlignment; }
+
+Status CheckShape(const BlockShape& s) {
+  if (s.gpu_batch_size < 1 || s.num_micro_batches < 1 || s.prompt_len < 1 ||
+      s.max_len <= s.prompt_len) {
+    return Status::InvalidArgument(
+        "a block needs at least one sequence per micro-batch, one micro-batch, a prompt of at "
+        "least one token and room to generate (max_len > prompt_len)");
+  }
+  return Status::Ok();
+}
+
+void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, TierLayout& layout,
+                CachePlacement& out) {
+  out.rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads, plan.cache_gpu_percent,
+                       plan.cache_cpu_percent);
+  out.head_dim = c.head_dim;
+  out.max_len = s.max_len;
+  out.row_bytes = int64_t{s.max_len} * c.head_dim * 4;
+  const uint64_t row = static_cast<uint64_t>(out.row_bytes);
+  for (int b = 0; b < c.num_layers; ++b) {
+    for (int k = 0; k < s.num_micro_batches; ++k) {
+      const std::string name = "kv.block" + std::to_string(b) + ".mb" + std::to_string(k);
+      TierExtents home;
+      if (out.rows.gpu > 0) {
+        home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, name, 2 * row * out.rows.gpu,
+                                  kArenaAlignment);
+      }
+      if (out.rows.cpu > 0) {
+        home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kKvCache, name, 2 * row * out.rows.cpu,
+                                  kArenaAlignment);
+      }
+      if (out.rows.disk > 0) {
+        home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, name,
+                                   2 * row * out.rows.disk, kDiskAlignment);
+      }
+      out.slices.push_back(home);
+    }
+  }
+  if (out.rows.off_gpu() == 0) return;
+  const bool delegate = plan.cpu_attention;
+  out.staging_len = delegate ? s.prompt_len : s.max_len;
+  const uint64_t staged_row = static_cast<uint64_t>(out.staging_len) * c.head_dim * 4;
+  for (int i = 0; i < 2; ++i) {
+    const std::string n = std::to_string(i);
+    out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kStaging, "kv_staging." + n,
+                                  2 * staged_row * out.rows.off_gpu(), kArenaAlignment);
+    if (!delegate) continue;
+    out.cpu_workspace[i] =
+        layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
+                       2 * static_cast<uint64_t>(s.gpu_batch_size) * c.num_heads * c.head_dim * 4,
+                       kArenaAlignment);
+  }
+}
+
+// CPU attention: a decode step's disk rows of a slice come to the CPU laid out as on disk, so
+// that they are read and written in place. 4 KiB-aligned: reserved before anything else.
+void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockShape& s,
+                            TierLayout& layout, CachePlacement& out) {
+  const TierRows rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads,
+                                  plan.cache_gpu_percent, plan.cache_cpu_percent);
+  if (!plan.cpu_attention || rows.disk == 0) return;
+  const uint64_t bytes = 2 * static_cast<uint64_t>(s.max_len) * c.head_dim * 4 * rows.disk;
+  for (int i = 0; i < 2; ++i) {
+    out.cpu_slots[i] = layout.Reserve(Tier::kCpu, MemoryUse::kStaging,
+                                      "cpu_attention_cache." + std::to_string(i),
+                                      AlignUp4k(bytes), kDiskAlignment);
+  }
+}
+
+void PlaceActivations(const ModelConfig& c, const Plan& plan, const BlockShape& s,
+                      TierLayout& layout, ActivationPlacement& out) {
+  out.rows = SplitRows(int64_t{s.gpu_batch_size} * s.prompt_len, plan.activation_gpu_percent,
+                       plan.activation_cpu_percent);
+  out.row_bytes = int64_t{c.hidden_size} * 4;
+  const uint64_t row = static_cast<uint64_t>(out.row_bytes);
+  for (int k = 0; k < s.num_micro_batches; ++k) {
+    const std::string name = "hidden.mb" + std::to_string(k);
+    TierExtents home;
+    if (out.rows.gpu > 0) {
+      home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kActivations, name, row * out.rows.gpu,
+                                kArenaAlignment);
+    }
+    if (out.rows.cpu > 0) {
+      home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kActivations, name, row * out.rows.cpu,
+                                kArenaAlignment);
+    }
+    if (out.rows.disk > 0) {
+      home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kActivations, name, row * out.rows.disk,
+                                 kDiskAlignment);
+    }
+    out.homes.push_back(home);
+  }
+  if (out.rows.off_gpu() == 0) return;
+  for (int i = 0; i < 2; ++i) {
+    out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace,
+                                  "activation_slot." + std::to_string(i), row * out.rows.rows,
+                                  kArenaAlignment);
+  }
+}
+
+// The largest single disk transfer: a layer's disk weights, a slice's or a micro-batch's disk
+// rows.
+uint64_t LargestDiskExtent(const TierLayout& layout) {
+  uint64_t largest = 0;
+  for (const LayoutEntry& e : layout.entries()) {
+    if (e.extent.tier == Tier::kDisk) largest = std::max(largest, e.extent.bytes);
+  }
+  return largest;
+}
+
+}  // namespace
+
+TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
+  const int64_t gpu = (rows * gpu_percent + 50) / 100;
+  const int64_t gpu_cpu = (rows * (gpu_percent + cpu_percent) + 50) / 100;
+  return {rows, gpu, gpu_cpu - gpu, rows - gpu_cpu};
+}
+
+Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
+  STRATA_RETURN_IF_ERROR(plan.Validate());
+  STRATA_RETURN_IF_ERROR(CheckShape(shape));
+  if (plan.compress_weight || plan.compress_cache) {
+    return Status::Unsupported(
+        "the offloading executor does not run 4-bit weights or cache yet; drop "
+        "--compress-weight/--compress-cache");
+  }
+  const ModelConfig& c = model.config();
+  // The homes alone first, to size the disk ring by the largest disk transfer.
+  uint64_t largest_disk = 0;
+  {
+    TierLayout homes;
+    CachePlacement cache;
+    ActivationPlacement activations;
+    PlaceWeights(model, plan, homes);
+    PlaceCache(c, plan, shape, homes, cache);
+    PlaceActivations(c, plan, shape, homes, activations);
+    largest_disk = LargestDiskExtent(homes);
+  }
+  Placement p;
+  p.plan = plan;
+  p.shape = shape;
+  // 4 KiB-aligned CPU buffers go first, so that aligning them wastes nothing.
+  if (largest_disk > 0) {
+    // Sized as the accounting sizes it (policy/memory_accounting.h, DiskRingBytes).
+    p.disk_ring = p.layout.Reserve(
+        Tier::kCpu, MemoryUse::kStaging, "disk_ring",
+        static_cast<uint64_t>(DiskRingBytes(static_cast<int64_t>(largest_disk))), kDiskAlignment);
+  }
+  PlaceCpuAttentionSlots(c, plan, shape, p.layout, p.cache);
+  p.weights = PlaceWeights(model, plan, p.layout);
+  PlaceCache(c, plan, shape, p.layout, p.cache);
+  PlaceActivations(c, plan, shape, p.layout, p.activations);
+  if (p.weights.slot_bytes > 0) {
+    for (int i = 0; i < 2; ++i) {
+      p.weight_slots[i] = p.layout.Reserve(Tier::kGpu, MemoryUse::kStaging,
+                                           "weight_slot." + std::to_string(i),
+                                           p.weights.slot_bytes, kArenaAlignment);
+    }
+  }
+  const uint64_t gbs = static_cast<uint64_t>(shape.gpu_batch_size);
+  p.logits = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "logits",
+                              gbs * static_cast<uint64_t>(c.vocab_size) * 4, kArenaAlignment);
+  p.last_hidden = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "last_hidden",
+                                   gbs * static_cast<uint64_t>(c.hidden_size) * 4, kArenaAlignment);
+  return p;
+}
+
+}  // namespace strata

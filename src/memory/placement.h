@@ -1,0 +1,85 @@
+// Placement: where every byte of a run lives — weights (weight_placement.h), the KV cache of each
+// (block, micro-batch) slice, the hidden states of each micro-batch, and the working buffers the
+// executor moves them through — as extents of a TierLayout, derived from a Plan alone. It is
+// plain data: nothing is allocated here (memory_tiers.h does that, once, from the layout).
+//
+// KV cache: a slice holds gpu_batch_size * num_kv_heads rows, row r being (sequence r / kv_heads,
+// KV head r % kv_heads) with `max_len` slots of head_dim fp32 values, for K and again for V. Rows
+// split over the tiers as the accounting splits them; each tier's rows of a slice lie K rows then
+// V rows in one extent. Attention works row by row, so the GPU rows stay in their home and only
+// the others pass through a cache slot.
+// Activations: a micro-batch's hidden states are gpu_batch_size * prompt_len token rows of
+// hidden_size fp32 values, split by rows the same way; when any row is off the GPU each layer
+// works in an activation slot that the load and store lanes fill from and drain to the homes.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "policy/plan.h"
+#include "src/memory/tier_layout.h"
+#include "src/memory/weight_placement.h"
+#include "src/model/model.h"
+
+namespace strata {
+
+// Rows [0, gpu) on the GPU, [gpu, gpu + cpu) on the CPU, the rest on disk: the accounting's
+// cumulative rounding of whole percents (policy/memory_accounting.h, RowSplit).
+struct TierRows {
+  int64_t rows = 0, gpu = 0, cpu = 0, disk = 0;
+  int64_t off_gpu() const { return cpu + disk; }
+};
+TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent);
+
+// The block a placement is sized for.
+struct BlockShape {
+  int gpu_batch_size = 1;     // sequences per micro-batch
+  int num_micro_batches = 1;
+  int prompt_len = 1;         // longest (padded) prompt
+  int max_len = 2;            // prompt_len + tokens generated: KV slots per sequence
+};
+
+// One unit's rows on each tier (a KV slice: K rows then V rows in each extent).
+struct TierExtents {
+  Extent gpu, cpu, disk;
+};
+
+struct CachePlacement {
+  TierRows rows;              // of one slice
+  int head_dim = 0;
+  int max_len = 0;
+  int64_t row_bytes = 0;      // one K (or V) row: max_len * head_dim * 4
+  int staging_len = 0;        // slots per row in a cache slot: max_len, or prompt_len when only
+                              // the prefill passes through it (CPU attention)
+  std::vector<TierExtents> slices;  // [block * num_micro_batches + k]
+  Extent slots[2];            // GPU: the off-GPU rows of the slice computing, K then V
+  Extent cpu_slots[2];        // CPU attention: the disk rows of a decode step, laid as on disk
+  Extent cpu_workspace[2];    // CPU attention: queries and outputs of one micro-batch
+};
+
+struct ActivationPlacement {
+  TierRows rows;              // of one micro-batch
+  int64_t row_bytes = 0;      // hidden_size * 4
+  std::vector<TierExtents> homes;  // [k]; one extent per tier
+  Extent slots[2];            // GPU working buffers; bytes 0 when every row is on the GPU
+};
+
+struct Placement {
+  Plan plan;
+  BlockShape shape;
+  TierLayout layout;
+  WeightPlacement weights;
+  CachePlacement cache;
+  ActivationPlacement activations;
+  Extent weight_slots[2];     // GPU; bytes 0 when every weight is on the GPU
+  Extent logits;              // GPU: [gpu_batch_size, vocab] of the micro-batch computing
+  Extent last_hidden;         // GPU: [gpu_batch_size, hidden] rows the logits come from
+  Extent disk_ring;           // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
+                              // moving lane; bytes 0 when nothing lives on disk
+};
+
+// Places a block of `shape` by `plan`. Unsupported for compressed weights or cache (not yet
+// executed off the GPU), InvalidArgument for a plan or shape that does not validate.
+Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape);
+
+}  // namespace strata

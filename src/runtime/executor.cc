@@ -1,0 +1,187 @@
+#include "src/runtime/executor.h"
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "src/core/check.h"
+
+namespace strata {
+namespace {
+
+// Per-buffer checks of the replay (see executor.h): who wrote each buffer last, and who is using
+// it now.
+class BufferGuard {
+ public:
+  explicit BufferGuard(const BlockSchedule& s) : expected_(s.steps.size()) {
+    std::map<BufferId, int> dense;
+    std::vector<int> last;
+    for (const Step& step : s.steps) {
+      for (const BufferAccess& a : step.accesses) {
+        const auto [it, added] = dense.emplace(a.buffer, static_cast<int>(dense.size()));
+        if (added) last.push_back(-1);
+        expected_[static_cast<size_t>(step.id)].push_back({it->second, last[it->second], a.write});
+      }
+      for (const Access& a : expected_[static_cast<size_t>(step.id)]) {
+        if (a.write) last[static_cast<size_t>(a.buffer)] = step.id;
+      }
+    }
+    last_writer_ = std::make_unique<std::atomic<int>[]>(dense.size());
+    writing_ = std::make_unique<std::atomic<int>[]>(dense.size());
+    reading_ = std::make_unique<std::atomic<int>[]>(dense.size());
+    for (size_t i = 0; i < dense.size(); ++i) last_writer_[i] = -1;
+  }
+
+  void Begin(const Step& step) {
+    for (const Access& a : expected_[static_cast<size_t>(step.id)]) {
+      STRATA_CHECK_MSG(last_writer_[a.buffer].load() == a.writer, "a step ran before its input");
+      STRATA_CHECK_MSG(writing_[a.buffer].load() == 0, "a buffer in use is being written");
+      if (a.write) STRATA_CHECK_MSG(reading_[a.buffer].load() == 0, "a buffer in use was overwritten");
+      ++(a.write ? writing_ : reading_)[a.buffer];
+    }
+  }
+  void End(const Step& step, bool ran) {
+    for (const Access& a : expected_[static_cast<size_t>(step.id)]) {
+      if (ran) --(a.write ? writing_ : reading_)[a.buffer];
+      if (a.write) last_writer_[a.buffer] = step.id;
+    }
+  }
+
+ private:
+  struct Access {
+    int buffer;
+    int writer;  // the step that must have written it last, -1 for none
+    bool write;
+  };
+  std::vector<std::vector<Access>> expected_;
+  std::unique_ptr<std::atomic<int>[]> last_writer_, writing_, reading_;
+};
+
+int PlacedLayerOf(const Step& step, int blocks) {
+  switch (RoleOfLayer(step.layer, blocks)) {
+    case LayerRole::kInputEmbedding: return 0;
+    case LayerRole::kAttention:
+    case LayerRole::kMlp: return 1 + BlockOfLayer(step.layer);
+    case LayerRole::kOutput: return blocks + 1;
+  }
+  return 0;
+}
+
+std::string SpanName(const Step& step, int blocks) {
+  const LayerRole role = RoleOfLayer(step.layer, blocks);
+  char name[96];
+  int n = std::snprintf(name, sizeof(name), "%s %s", StepKindName(step.kind), LayerRoleName(role));
+  if (role == LayerRole::kAttention || role == LayerRole::kMlp) {
+    n += std::snprintf(name + n, sizeof(name) - n, ".%d", BlockOfLayer(step.layer));
+  }
+  n += std::snprintf(name + n, sizeof(name) - n, " t%d", step.token);
+  if (step.micro_batch >= 0) std::snprintf(name + n, sizeof(name) - n, " mb%d", step.micro_batch);
+  return name;
+}
+
+}  // namespace
+
+BlockExecutor::BlockExecutor(const Model& model, Transformer& transformer, Backend& device_backend,
+                             Backend& cpu_backend, const Placement& placement,
+                             const MemoryTiers& tiers)
+    : p_(placement),
+      compute_(model, transformer, device_backend, cpu_backend, placement, tiers),
+      transfers_(placement, tiers) {}
+
+Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
+                              LaneRecord& record) {
+  const int blocks = schedule.shape.blocks;
+  const int k = step.micro_batch;
+  const int tokens = k < 0 ? 0 : step.token == 0 ? run.prompt_len : 1;
+  const int block = BlockOfLayer(step.layer);
+  const int slice = block * p_.shape.num_micro_batches + k;
+  const int kv_rows = k < 0 ? 0 : run.batch(k) * p_.cache.rows.rows / p_.shape.gpu_batch_size;
+  switch (step.kind) {
+    case StepKind::kLoadWeights:
+      return transfers_.LoadWeights(PlacedLayerOf(step, blocks),
+                                    RoleOfLayer(step.layer, blocks) == LayerRole::kMlp ? 1 : 0,
+                                    step.weight_slot, record);
+    case StepKind::kLoadCache:
+      return transfers_.LoadCache(slice, step.cache_slot, kv_rows,
+                                  run.prompt_len + step.token - 1, record);
+    case StepKind::kStoreCache:
+      return transfers_.StoreCache(slice, step.cache_slot, kv_rows,
+                                   step.token == 0 ? 0 : run.prompt_len + step.token - 1, tokens,
+                                   step.token > 0, record);
+    case StepKind::kLoadActivations:
+      return transfers_.LoadActivations(k, step.activation_slot, run.batch(k) * tokens, record);
+    case StepKind::kStoreActivations:
+      return transfers_.StoreActivations(k, step.activation_slot, run.batch(k) * tokens, record);
+    case StepKind::kCompute:
+      compute_.Run(step, blocks, run, record);
+      return Status::Ok();
+  }
+  return Status::Ok();
+}
+
+Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
+                          const ExecutorOptions& options, std::vector<LaneRecord>& records,
+                          ExecutorMetrics& metrics) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point origin = Clock::now();
+  const std::vector<Step>& steps = schedule.steps;
+  const auto done = std::make_unique<std::atomic<uint8_t>[]>(steps.size());
+  std::atomic<int> last_token{INT_MAX};  // token steps after it are skipped
+  std::atomic<double> prefill_us{0};
+  std::mutex error_mu;
+  Status error;
+  BufferGuard guard(schedule);
+  records.assign(kNumLanes, LaneRecord(origin));
+  const int last_mb = run.num_micro_batches - 1;
+  const int output_layer = schedule.num_layers() - 1;
+
+  auto lane_main = [&](int lane) {
+    LaneRecord& record = records[static_cast<size_t>(lane)];
+    std::minstd_rand rng(options.jitter_seed * 3 + static_cast<uint32_t>(lane));
+    for (const Step& step : steps) {
+      if (static_cast<int>(step.lane) != lane) continue;
+      for (int w : step.waits) done[w].wait(0);
+      const bool run_it = step.token <= last_token.load();
+      if (run_it) {
+        if (options.jitter_us > 0) {
+          std::this_thread::sleep_for(std::chrono::microseconds(rng() % options.jitter_us));
+        }
+        guard.Begin(step);
+        const double t0 = record.NowUs();
+        Status s = Execute(step, schedule, run, record);
+        record.AddStep(step.lane, SpanName(step, schedule.shape.blocks), t0, record.NowUs());
+        if (!s.ok()) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (error.ok()) error = s;
+          last_token = -1;
+        }
+        if (step.kind == StepKind::kCompute && step.layer == output_layer &&
+            step.micro_batch == last_mb) {
+          if (step.token == 0) prefill_us = record.NowUs();
+          if (run.sequences->all_done()) last_token = std::min(last_token.load(), step.token);
+        }
+      }
+      guard.End(step, run_it);
+      done[step.id].store(1);
+      done[step.id].notify_all();
+    }
+  };
+  std::vector<std::thread> lanes;
+  for (int l = 0; l < kNumLanes; ++l) lanes.emplace_back(lane_main, l);
+  for (std::thread& t : lanes) t.join();
+
+  metrics.wall_s = std::chrono::duration<double>(Clock::now() - origin).count();
+  metrics.prefill_s = prefill_us.load() * 1e-6;
+  metrics.sequences = run.sequences->size();
+  metrics.prompt_len = run.prompt_len;
+  metrics.tokens = std::min(last_token.load(), schedule.shape.num_tokens - 1) + 1;
+  SumSpans(records, metrics);
+  return error;
+}
+
+}  // namespace strata

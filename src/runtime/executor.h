@@ -1,0 +1,56 @@
+// BlockExecutor: replays a BlockSchedule for one block on three lanes — load, compute, store —
+// each a thread running its steps in list order (in CUDA builds, a host thread feeding a
+// stream). A step waits only on the per-step events of the steps its buffers need (the schedule's
+// waits), never on a device-wide sync or a queue join; disk transfers go through the FileEnv's
+// own threads or ring. Once every sequence of the block has stopped, the remaining token steps
+// are skipped.
+//
+// Every step also checks, as it starts, that each buffer it touches was last written by the step
+// the schedule says and is not being written by another lane (and, when it writes, not being
+// read): a lane that ran ahead of its waits aborts with file:line instead of computing on stale
+// data.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "src/backend/backend.h"
+#include "src/memory/memory_tiers.h"
+#include "src/memory/placement.h"
+#include "src/runtime/executor_compute.h"
+#include "src/runtime/executor_trace.h"
+#include "src/runtime/executor_transfers.h"
+#include "src/schedule/block_schedule.h"
+
+namespace strata {
+
+struct ExecutorOptions {
+  // Tests: each step sleeps a random 0..jitter_us microseconds before it runs, which reorders
+  // lanes as far as their waits allow. Default 0.
+  int jitter_us = 0;
+  uint32_t jitter_seed = 1;
+};
+
+// Thread-compatible: one Run at a time.
+class BlockExecutor {
+ public:
+  // REQUIRES: all outlive the executor; `tiers` holds `placement`'s layout with the weights home.
+  BlockExecutor(const Model& model, Transformer& transformer, Backend& device_backend,
+                Backend& cpu_backend, const Placement& placement, const MemoryTiers& tiers);
+
+  // Runs `schedule` for `run` and fills the sequences' results. Spans of every lane go to
+  // `records` (one per lane), times to `metrics`. Errors are the first transfer that failed; the
+  // block's results are then incomplete.
+  Status Run(const BlockSchedule& schedule, BlockRun& run, const ExecutorOptions& options,
+             std::vector<LaneRecord>& records, ExecutorMetrics& metrics);
+
+ private:
+  Status Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
+                 LaneRecord& record);
+
+  const Placement& p_;
+  BlockCompute compute_;
+  BlockTransfers transfers_;
+};
+
+}  // namespace strata

@@ -1,0 +1,201 @@
+#include "src/runtime/executor_compute.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "src/core/check.h"
+
+namespace strata {
+
+int BlockRun::batch(int k) const {
+  const int n = sequences->size();
+  return std::min(gpu_batch_size, n - k * gpu_batch_size);
+}
+
+BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend& device_backend,
+                           Backend& cpu_backend, const Placement& placement,
+                           const MemoryTiers& tiers)
+    : model_(model),
+      transformer_(transformer),
+      device_(device_backend),
+      cpu_(cpu_backend),
+      p_(placement),
+      tiers_(tiers),
+      delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0) {
+  STRATA_CHECK(&device_backend != &cpu_backend);
+  for (int s = 0; s < 2; ++s) {
+    block_views_[s] = model.weights().layers;
+    for (size_t b = 0; b < block_views_[s].size(); ++b) {
+      for (const PlacedTensor& t : p_.weights.block(static_cast<int>(b)).tensors) {
+        block_views_[s][b].*(t.block_field) = View(t, s);
+      }
+    }
+    for (const PlacedLayer* layer : {&p_.weights.input(), &p_.weights.output()}) {
+      for (const PlacedTensor& t : layer->tensors) model_views_[s].*(t.model_field) = View(t, s);
+    }
+  }
+}
+
+TensorView BlockCompute::View(const PlacedTensor& t, int slot) const {
+  TensorView v = t.source;
+  v.data = t.on_gpu() ? static_cast<const void*>(tiers_.At(t.gpu_home))
+                      : static_cast<const void*>(tiers_.At(p_.weight_slots[slot]) + t.slot_offset);
+  return v;
+}
+
+void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& record) {
+  const int k = step.micro_batch;
+  const ActivationPlacement& a = p_.activations;
+  auto* hidden = reinterpret_cast<float*>(step.activation_slot >= 0
+                                              ? tiers_.At(a.slots[step.activation_slot])
+                                              : tiers_.At(a.homes[static_cast<size_t>(k)].gpu));
+  const int slot = std::max(step.weight_slot, 0);
+  const StepInput& in = run.inputs[static_cast<size_t>(k)];
+  switch (RoleOfLayer(step.layer, blocks)) {
+    case LayerRole::kInputEmbedding:
+      Input(step, run, hidden);
+      break;
+    case LayerRole::kAttention:
+      Attention(step, BlockOfLayer(step.layer), run, hidden, record);
+      break;
+    case LayerRole::kMlp:
+      transformer_.MlpLayer(block_views_[slot][static_cast<size_t>(BlockOfLayer(step.layer))],
+                            in.batch * in.new_tokens, hidden);
+      break;
+    case LayerRole::kOutput:
+      Output(step, run, hidden);
+      break;
+  }
+}
+
+void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
+  const int k = step.micro_batch;
+  const int first = k * run.gpu_batch_size;
+  StepInput& in = run.inputs[static_cast<size_t>(k)];
+  const int batch = run.batch(k);
+  const int p = run.prompt_len;
+  if (step.token == 0) {
+    // Left padding to the block's longest prompt; padding repeats the first real token, is never
+    // attended, and its outputs are dropped (as in Generator).
+    in = StepInput{};
+    in.batch = batch;
+    in.new_tokens = p;
+    in.cache_len = p;
+    for (int b = 0; b < batch; ++b) {
+      const std::vector<int32_t>& prompt = (*run.requests)[static_cast<size_t>(first + b)].prompt;
+      const int pad = p - static_cast<int>(prompt.size());
+      in.start.push_back(pad);
+      for (int j = 0; j < p; ++j) {
+        in.tokens.push_back(j < pad ? prompt[0] : prompt[static_cast<size_t>(j - pad)]);
+        in.positions.push_back(std::max(0, j - pad));
+      }
+    }
+  } else {
+    in.new_tokens = 1;
+    in.cache_len = p + step.token;
+    in.tokens.assign(static_cast<size_t>(batch), 0);
+    in.positions.assign(static_cast<size_t>(batch), 0);
+    for (int b = 0; b < batch; ++b) {
+      in.tokens[static_cast<size_t>(b)] = run.sequences->last_token(first + b);
+      in.positions[static_cast<size_t>(b)] = in.cache_len - 1 - in.start[static_cast<size_t>(b)];
+    }
+  }
+  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
+  transformer_.Embed(in, w.token_embedding, w.position_embedding, hidden);
+}
+
+void BlockCompute::BuildRows(const Step& step, int block, int rows) {
+  const CachePlacement& c = p_.cache;
+  const TierExtents& home =
+      c.slices[static_cast<size_t>(block * p_.shape.num_micro_batches + step.micro_batch)];
+  const int64_t g = c.rows.gpu, cpu = c.rows.cpu, disk = c.rows.disk;
+  const int64_t row = int64_t{c.max_len} * c.head_dim;  // floats
+  const bool delegated = delegate_ && step.token > 0;
+  rows_.resize(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) {
+    KvRow& kv = rows_[static_cast<size_t>(r)];
+    if (r < g) {
+      auto* base = reinterpret_cast<float*>(tiers_.At(home.gpu));
+      kv = {base + r * row, base + (g + r) * row, c.max_len};
+    } else if (delegated && r < g + cpu) {
+      auto* base = reinterpret_cast<float*>(tiers_.At(home.cpu));
+      kv = {base + (r - g) * row, base + (cpu + r - g) * row, c.max_len};
+    } else if (delegated) {
+      auto* base = reinterpret_cast<float*>(tiers_.At(c.cpu_slots[step.cache_slot]));
+      kv = {base + (r - g - cpu) * row, base + (disk + r - g - cpu) * row, c.max_len};
+    } else {
+      auto* base = reinterpret_cast<float*>(tiers_.At(c.slots[step.cache_slot]));
+      const int64_t staged = int64_t{c.staging_len} * c.head_dim;
+      kv = {base + (r - g) * staged, base + (c.rows.off_gpu() + r - g) * staged, c.staging_len};
+    }
+  }
+}
+
+void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* hidden,
+                             LaneRecord& record) {
+  const ModelConfig& cfg = model_.config();
+  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
+  const LayerWeights& w = block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
+  const Transformer::AttentionBuffers buf = transformer_.AttentionInputs(w, in, hidden);
+  const int kvh = cfg.num_kv_heads;
+  const int rows = in.batch * kvh;
+  BuildRows(step, block, rows);
+
+  AttentionShape shape;
+  shape.batch = in.batch;
+  shape.new_tokens = in.new_tokens;
+  shape.num_heads = cfg.num_heads;
+  shape.num_kv_heads = kvh;
+  shape.head_dim = cfg.head_dim;
+  shape.cache_len = in.cache_len;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  const int first_slot = in.cache_len - in.new_tokens;
+  // Rows [0, local) are attended where the layer computes; with CPU delegation in a decode step,
+  // the rest on the CPU where they live.
+  const int local = delegate_ && step.token > 0
+                        ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
+                        : rows;
+  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, buf.k, buf.v, in.new_tokens, first_slot);
+  AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
+  if (local < rows) {
+    // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
+    // of the output.
+    const size_t per_row = static_cast<size_t>(cfg.num_heads / kvh) * cfg.head_dim;
+    const size_t begin = static_cast<size_t>(local) * per_row;
+    const size_t bytes = (static_cast<size_t>(rows) * per_row - begin) * sizeof(float);
+    auto* q_cpu = reinterpret_cast<float*>(
+        tiers_.At(p_.cache.cpu_workspace[step.micro_batch % 2]));
+    float* out_cpu = q_cpu + static_cast<size_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
+                                 cfg.head_dim;
+    const double t0 = record.NowUs();
+    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, buf.k, buf.v, 1, first_slot);
+    std::memcpy(q_cpu + begin, buf.q + begin, bytes);
+    const double t1 = record.NowUs();
+    record.AddTransfer(Link::kGpuToCpu, t0, t1,
+                       bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
+    AttendRows(cpu_, shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, scratch_);
+    const double t2 = record.NowUs();
+    std::memcpy(buf.attn + begin, out_cpu + begin, bytes);
+    record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
+  }
+  transformer_.AttentionOutput(w, in.batch * in.new_tokens, buf.attn, hidden);
+}
+
+void BlockCompute::Output(const Step& step, BlockRun& run, const float* hidden) {
+  const ModelConfig& cfg = model_.config();
+  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
+  const size_t h = static_cast<size_t>(cfg.hidden_size);
+  auto* last = reinterpret_cast<float*>(tiers_.At(p_.last_hidden));
+  auto* logits = reinterpret_cast<float*>(tiers_.At(p_.logits));
+  for (int b = 0; b < in.batch; ++b) {
+    const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
+    std::memcpy(last + b * h, hidden + row * h, h * sizeof(float));
+  }
+  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
+  transformer_.Logits(w.final_norm, w.final_norm_bias, w.lm_head, last, in.batch, logits);
+  run.sequences->Sample(step.micro_batch * run.gpu_batch_size, in.batch, logits, cfg.vocab_size,
+                        step.token);
+}
+
+}  // namespace strata

@@ -1,0 +1,65 @@
+// The compute steps of the executor: one scheduling layer for one micro-batch, on weights and a
+// KV cache wherever placement put them. Decode attention over rows that live in CPU memory runs
+// on the CPU over those rows (CPU delegation) with the micro-batch's own CPU workspace, so the
+// next micro-batch's load never touches what this one computes on.
+#pragma once
+
+#include <vector>
+
+#include "src/memory/memory_tiers.h"
+#include "src/memory/placement.h"
+#include "src/runtime/executor_attention.h"
+#include "src/runtime/executor_sequences.h"
+#include "src/runtime/executor_trace.h"
+#include "src/runtime/transformer.h"
+#include "src/schedule/block_schedule.h"
+
+namespace strata {
+
+// One block while it runs. Micro-batch k holds sequences [k * gpu_batch_size, ...); the last one
+// may be short. Prompts are left-padded to prompt_len, as Generator pads them.
+struct BlockRun {
+  const std::vector<GenerationRequest>* requests = nullptr;
+  BlockSequences* sequences = nullptr;
+  int gpu_batch_size = 1;
+  int num_micro_batches = 1;
+  int prompt_len = 1;
+  std::vector<StepInput> inputs;  // [k]: the token step computing now (compute lane only)
+
+  int batch(int k) const;  // sequences in micro-batch k
+};
+
+// Thread-compatible: only the compute lane uses it.
+class BlockCompute {
+ public:
+  // REQUIRES: all outlive this object; `transformer` runs on the device backend; `cpu_backend`
+  // is the CPU's (the same kind in builds without CUDA, never the same object as the device's).
+  BlockCompute(const Model& model, Transformer& transformer, Backend& device_backend,
+               Backend& cpu_backend, const Placement& placement, const MemoryTiers& tiers);
+
+  // Runs compute step `step` of `run`.
+  void Run(const Step& step, int blocks, BlockRun& run, LaneRecord& record);
+
+ private:
+  void Input(const Step& step, BlockRun& run, float* hidden);
+  void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
+  void Output(const Step& step, BlockRun& run, const float* hidden);
+  // The KV rows of slice (block, k) for `step`, in rows_.
+  void BuildRows(const Step& step, int block, int rows);
+  // Weight views for placed layer `layer` assembled in `slot` (or at home).
+  TensorView View(const PlacedTensor& t, int slot) const;
+
+  const Model& model_;
+  Transformer& transformer_;
+  Backend& device_;
+  Backend& cpu_;
+  const Placement& p_;
+  const MemoryTiers& tiers_;
+  const bool delegate_;
+  std::vector<LayerWeights> block_views_[2];  // [slot][block]
+  ModelWeights model_views_[2];               // input and output tensors, [slot]
+  std::vector<KvRow> rows_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace strata

@@ -1,0 +1,46 @@
+// BlockSequences: the sequences of one block while the executor runs it — each one's sampled
+// tokens, text and stop state — with the same stopping rules as Generator: an end-of-generation
+// id (unless ignore_eos), a stop string (the text is cut before it), or max_new_tokens.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "src/runtime/generator.h"
+
+namespace strata {
+
+// Thread-compatible: the executor's compute lane is its only user while a block runs.
+class BlockSequences {
+ public:
+  // REQUIRES: `block` and `tokenizer` outlive this object.
+  BlockSequences(const std::vector<GenerationRequest>& block, const Tokenizer& tokenizer,
+                 const std::vector<int32_t>& eog_ids);
+  ~BlockSequences();
+
+  // Samples token number `step` (0 is the one the prefill predicts) of sequences
+  // [first, first + count) from logits[count, vocab] and applies the stop rules. Sequences that
+  // are done are left as they are.
+  void Sample(int first, int count, const float* logits, int vocab, int step);
+
+  int size() const { return static_cast<int>(results_.size()); }
+  bool all_done() const { return running_ == 0; }
+  // The token a sequence feeds next: its newest one (a finished sequence keeps feeding it).
+  int32_t last_token(int seq) const { return results_[static_cast<size_t>(seq)].tokens.back(); }
+  std::vector<GenerationResult> TakeResults() { return std::move(results_); }
+
+ private:
+  struct State;
+  void Push(int seq, int32_t token);
+
+  const std::vector<GenerationRequest>& block_;
+  const std::vector<int32_t>& eog_ids_;
+  std::vector<GenerationResult> results_;
+  std::vector<std::unique_ptr<State>> state_;
+  std::vector<std::pair<float, int32_t>> scratch_;
+  int running_ = 0;
+};
+
+}  // namespace strata

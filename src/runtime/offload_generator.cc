@@ -1,0 +1,168 @@
+#include "src/runtime/offload_generator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+#include "policy/memory_accounting.h"
+#include "src/core/check.h"
+#include "src/core/log.h"
+#include "src/memory/model_spec_of.h"
+#include "src/memory/placement.h"
+#include "src/memory/weight_homes.h"
+#include "src/runtime/executor_sequences.h"
+
+namespace strata {
+
+struct OffloadGenerator::Engine {
+  Placement placement;
+  std::unique_ptr<MemoryTiers> tiers;
+  std::unique_ptr<BlockExecutor> executor;
+  TierBytes planned;  // the plan's accounting for this size; -1 where it cannot describe it
+};
+
+OffloadGenerator::OffloadGenerator(const Model& model, Backend& backend, const Tokenizer& tokenizer,
+                                   std::vector<int32_t> eog_ids, OffloadOptions options)
+    : model_(model),
+      backend_(backend),
+      tokenizer_(tokenizer),
+      eog_ids_(std::move(eog_ids)),
+      options_(std::move(options)),
+      cpu_backend_(MakeCpuBackend()),
+      transformer_(std::make_unique<Transformer>(model, backend)) {}
+
+OffloadGenerator::~OffloadGenerator() = default;
+
+Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
+  if (engine_ != nullptr) {
+    const BlockShape& s = engine_->placement.shape;
+    if (prompt_len <= s.prompt_len && max_len <= s.max_len) return Status::Ok();
+    prompt_len = std::max(prompt_len, s.prompt_len);
+    max_len = std::max(max_len, s.max_len);
+    LogInfo("re-placing for prompts of " + std::to_string(prompt_len) + " tokens and " +
+            std::to_string(max_len) + " cache slots");
+    engine_.reset();
+  }
+  const Plan& plan = options_.plan;
+  const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
+  auto engine = std::make_unique<Engine>();
+  STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape));
+  STRATA_ASSIGN_OR_RETURN(engine->tiers,
+                          MemoryTiers::Create(engine->placement.layout, options_.tiers));
+  STRATA_RETURN_IF_ERROR(CopyWeightsHome(engine->placement.weights, *engine->tiers));
+  engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
+                                                     *cpu_backend_, engine->placement,
+                                                     *engine->tiers);
+  engine->planned = {-1, -1, -1};
+  if (Result<ModelSpec> spec = ModelSpecOf(model_); spec.ok()) {
+    const Workload workload{prompt_len, max_len - prompt_len, 0};
+    if (Result<MemoryPlan> mem = AccountMemory(*spec, workload, plan); mem.ok()) {
+      engine->planned = mem->total_bytes;
+    }
+  }
+  engine_ = std::move(engine);
+  return Status::Ok();
+}
+
+ScheduleShape OffloadGenerator::ShapeFor(int micro_batches, int tokens) const {
+  const Placement& p = engine_->placement;
+  ScheduleShape s;
+  s.blocks = model_.config().num_layers;
+  s.num_micro_batches = micro_batches;
+  s.num_tokens = tokens;
+  s.load_input_weights = p.weights.input().slot_bytes() > 0;
+  s.load_output_weights = p.weights.output().slot_bytes() > 0;
+  for (int b = 0; b < s.blocks; ++b) s.load_block_weights |= p.weights.block(b).slot_bytes() > 0;
+  s.move_activations = p.activations.rows.off_gpu() > 0;
+  const TierRows& kv = p.cache.rows;
+  s.store_cache_prefill = kv.off_gpu() > 0;
+  s.load_cache_decode = s.store_cache_decode =
+      p.plan.cpu_attention ? kv.disk > 0 : kv.off_gpu() > 0;
+  return s;
+}
+
+Result<BlockSchedule> OffloadGenerator::ScheduleFor(int sequences, int prompt_len, int gen_len) {
+  if (sequences < 1 || prompt_len < 1 || gen_len < 1) {
+    return Status::InvalidArgument("a schedule needs at least one sequence, prompt token and "
+                                   "generated token");
+  }
+  STRATA_RETURN_IF_ERROR(Prepare(prompt_len, prompt_len + gen_len));
+  const int gbs = options_.plan.gpu_batch_size;
+  const int nb = std::min(options_.plan.num_gpu_batches, (sequences + gbs - 1) / gbs);
+  return BuildBlockSchedule(ShapeFor(nb, gen_len));
+}
+
+Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
+    const std::vector<GenerationRequest>& block) {
+  int prompt_len = 0, tokens = 0;
+  for (const GenerationRequest& r : block) {
+    STRATA_CHECK(!r.prompt.empty() && r.max_new_tokens >= 1);
+    prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
+    tokens = std::max(tokens, r.max_new_tokens);
+  }
+  STRATA_RETURN_IF_ERROR(Prepare(prompt_len, prompt_len + tokens));
+  BlockSequences sequences(block, tokenizer_, eog_ids_);
+  BlockRun run;
+  run.requests = &block;
+  run.sequences = &sequences;
+  run.gpu_batch_size = options_.plan.gpu_batch_size;
+  run.num_micro_batches = (static_cast<int>(block.size()) + run.gpu_batch_size - 1) /
+                          run.gpu_batch_size;
+  run.prompt_len = prompt_len;
+  run.inputs.resize(static_cast<size_t>(run.num_micro_batches));
+  const BlockSchedule schedule = BuildBlockSchedule(ShapeFor(run.num_micro_batches, tokens));
+
+  std::vector<LaneRecord> records;
+  ExecutorMetrics m;
+  STRATA_RETURN_IF_ERROR(
+      engine_->executor->Run(schedule, run, options_.executor, records, m));
+  for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+    m.peak_bytes.at(t) = static_cast<int64_t>(engine_->tiers->peak_bytes(t));
+  }
+  // The compute lane's workspaces live on the device too.
+  m.peak_bytes.gpu_bytes += static_cast<int64_t>(transformer_->workspace_bytes());
+  m.planned_bytes = engine_->planned;
+  if (options_.keep_trace) {
+    const double offset_us = metrics_.wall_s * 1e6;
+    for (const LaneRecord& r : records) {
+      for (TraceSpan s : r.spans()) {
+        s.start_us += offset_us;
+        trace_.push_back(std::move(s));
+      }
+    }
+  }
+  metrics_.Accumulate(m);
+  return sequences.TakeResults();
+}
+
+Result<std::vector<GenerationResult>> OffloadGenerator::TryGenerate(
+    const std::vector<GenerationRequest>& block) {
+  const size_t size = static_cast<size_t>(options_.plan.block_size());
+  std::vector<GenerationResult> results;
+  for (size_t first = 0; first < block.size(); first += size) {
+    const std::vector<GenerationRequest> part(
+        block.begin() + static_cast<long>(first),
+        block.begin() + static_cast<long>(std::min(block.size(), first + size)));
+    STRATA_ASSIGN_OR_RETURN(std::vector<GenerationResult> out, RunBlock(part));
+    for (GenerationResult& r : out) results.push_back(std::move(r));
+  }
+  return results;
+}
+
+std::vector<GenerationResult> OffloadGenerator::Generate(
+    const std::vector<GenerationRequest>& block) {
+  Result<std::vector<GenerationResult>> out = TryGenerate(block);
+  if (!out.ok()) {
+    std::fprintf(stderr, "strata: offloaded generation failed: %s\n",
+                 out.status().ToString().c_str());
+    std::abort();
+  }
+  return std::move(out).value();
+}
+
+Status OffloadGenerator::WriteTrace(const std::string& path) const {
+  STRATA_CHECK(options_.keep_trace);
+  return WriteChromeTrace(path, trace_);
+}
+
+}  // namespace strata

@@ -1,0 +1,82 @@
+// OffloadGenerator: Generator's contract (generator.h) on the offloading engine — weights, KV
+// cache and hidden states placed over GPU, pinned CPU memory and disk by a Plan, each block run
+// in FlexGen's zig-zag order by BlockExecutor. For a fixed seed its tokens are those of Generator
+// whatever the plan (tests/runtime/policy_matrix_test.cc).
+//
+//   OffloadOptions o;
+//   o.plan = *PlanFromFlexGenPercent({20, 80, 0, 100, 0, 100}, 4, 2);
+//   o.tiers.offload_dir = "/nvme/strata";
+//   OffloadGenerator gen(model, *backend, tokenizer, EndOfGenerationIds(tokenizer, config), o);
+//   std::vector<GenerationResult> out = gen.Generate(block);  // as Generator::Generate
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "policy/plan.h"
+#include "src/memory/memory_tiers.h"
+#include "src/runtime/executor.h"
+#include "src/runtime/generator.h"
+#include "src/schedule/block_schedule.h"
+
+namespace strata {
+
+struct OffloadOptions {
+  Plan plan;                 // must validate; compressed weights or cache are not run yet
+  MemoryTiersOptions tiers;  // device capacity, offload directory, file environment
+  ExecutorOptions executor;  // jitter, for tests
+  // The tiers are sized for blocks of prompts up to prompt_len tokens generating up to gen_len
+  // tokens; a block that needs more re-sizes them (and logs it). 0: the first block's sizes.
+  int prompt_len = 0;
+  int gen_len = 0;
+  // Keep every block's spans for WriteTrace(). Default off.
+  bool keep_trace = false;
+};
+
+// Thread-compatible.
+class OffloadGenerator {
+ public:
+  // REQUIRES: model, backend and tokenizer outlive the generator; `backend` is the device's.
+  OffloadGenerator(const Model& model, Backend& backend, const Tokenizer& tokenizer,
+                   std::vector<int32_t> eog_ids, OffloadOptions options);
+  ~OffloadGenerator();
+
+  // Generates for every request, gpu_batch_size * num_gpu_batches sequences at a time (a shorter
+  // last block runs fewer or shorter micro-batches). Errors: the plan or tiers cannot be set up
+  // (e.g. ResourceExhausted for the device capacity, NotFound for the offload directory), or a
+  // disk transfer failed.
+  // REQUIRES: as Generator::Generate.
+  Result<std::vector<GenerationResult>> TryGenerate(const std::vector<GenerationRequest>& block);
+  // TryGenerate for callers that treat a failure as fatal: aborts with its message.
+  std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& block);
+
+  // The schedule a block of `sequences` prompts of `prompt_len` tokens generating `gen_len`
+  // tokens runs, for --dump-schedule. Errors as TryGenerate's setup.
+  Result<BlockSchedule> ScheduleFor(int sequences, int prompt_len, int gen_len);
+
+  // Summed over every block run so far (peaks: the largest).
+  const ExecutorMetrics& metrics() const { return metrics_; }
+  // The spans of every block run so far, one after another. REQUIRES: options.keep_trace.
+  Status WriteTrace(const std::string& path) const;
+
+ private:
+  struct Engine;
+  // Makes sure the engine holds blocks of this size; re-places when it does not.
+  Status Prepare(int prompt_len, int max_len);
+  Result<std::vector<GenerationResult>> RunBlock(const std::vector<GenerationRequest>& block);
+  ScheduleShape ShapeFor(int micro_batches, int tokens) const;
+
+  const Model& model_;
+  Backend& backend_;
+  const Tokenizer& tokenizer_;
+  std::vector<int32_t> eog_ids_;
+  OffloadOptions options_;
+  std::unique_ptr<Backend> cpu_backend_;
+  std::unique_ptr<Transformer> transformer_;
+  std::unique_ptr<Engine> engine_;
+  ExecutorMetrics metrics_;
+  std::vector<TraceSpan> trace_;
+};
+
+}  // namespace strata

@@ -1,0 +1,253 @@
+#include "src/schedule/block_schedule.h"
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <string>
+
+#include "src/core/check.h"
+
+namespace strata {
+namespace {
+
+// Steps are first collected per iteration (one (scheduling layer, micro-batch) compute each) and
+// flattened as: stores, then loads, then the compute. Bucket 0 precedes the first iteration and
+// the last bucket follows the last one.
+struct Bucket {
+  std::vector<Step> stores, loads, compute;
+};
+
+class Builder {
+ public:
+  explicit Builder(const ScheduleShape& s)
+      : s_(s),
+        layers_(NumSchedulingLayers(s.blocks)),
+        iterations_(static_cast<int64_t>(s.num_tokens) * layers_ * s.num_micro_batches),
+        buckets_(static_cast<size_t>(iterations_ + 2)) {}
+
+  BlockSchedule Build() {
+    for (int64_t t = 0; t < iterations_; ++t) AddIteration(t);
+    BlockSchedule out;
+    out.shape = s_;
+    for (Bucket& b : buckets_) {
+      // FlexGen's order inside an iteration: weights, then cache, then hidden states.
+      std::stable_sort(b.loads.begin(), b.loads.end(),
+                       [](const Step& x, const Step& y) { return x.kind < y.kind; });
+      for (auto* part : {&b.stores, &b.loads, &b.compute}) {
+        for (Step& step : *part) out.steps.push_back(std::move(step));
+      }
+    }
+    for (size_t i = 0; i < out.steps.size(); ++i) out.steps[i].id = static_cast<int>(i);
+    DeriveWaits(out.steps);
+    return out;
+  }
+
+ private:
+  int64_t IterationOf(int64_t g, int k) const { return g * s_.num_micro_batches + k; }
+  Bucket& BucketOf(int64_t iteration) { return buckets_[static_cast<size_t>(iteration + 1)]; }
+
+  bool LoadsWeights(LayerRole role) const {
+    switch (role) {
+      case LayerRole::kInputEmbedding: return s_.load_input_weights;
+      case LayerRole::kAttention:
+      case LayerRole::kMlp: return s_.load_block_weights;
+      case LayerRole::kOutput: return s_.load_output_weights;
+    }
+    return false;
+  }
+  bool UsesCacheSlot(int token) const {
+    return token == 0 ? s_.store_cache_prefill : s_.load_cache_decode || s_.store_cache_decode;
+  }
+
+  void AddIteration(int64_t t) {
+    const int nb = s_.num_micro_batches;
+    const int64_t g = t / nb;
+    const int k = static_cast<int>(t % nb);
+    const int token = static_cast<int>(g / layers_);
+    const int layer = static_cast<int>(g % layers_);
+    const LayerRole role = RoleOfLayer(layer, s_.blocks);
+    const int block = role == LayerRole::kAttention ? BlockOfLayer(layer) : -1;
+    const int wslot = static_cast<int>(g % 2);
+    const int aslot = static_cast<int>(t % 2);
+    // Attention steps alternate cache slots: (token, block, k) counted in schedule order.
+    const int cslot =
+        static_cast<int>(((static_cast<int64_t>(token) * s_.blocks + block) * nb + k) % 2);
+    const BufferId cache_home{BufferKind::kCacheHome, block * nb + k};
+    const BufferId act_home{BufferKind::kActivationHome, k};
+
+    auto make = [&](Lane lane, StepKind kind) {
+      Step s;
+      s.lane = lane;
+      s.kind = kind;
+      s.token = token;
+      s.layer = layer;
+      s.micro_batch = kind == StepKind::kLoadWeights ? -1 : k;
+      return s;
+    };
+
+    Step compute = make(Lane::kCompute, StepKind::kCompute);
+    if (LoadsWeights(role)) {
+      compute.weight_slot = wslot;
+      compute.accesses.push_back({{BufferKind::kWeightSlot, wslot}, false});
+      if (k == 0) {
+        Step load = make(Lane::kLoad, StepKind::kLoadWeights);
+        load.weight_slot = wslot;
+        load.accesses.push_back({{BufferKind::kWeightSlot, wslot}, true});
+        (g == 0 ? buckets_[0] : BucketOf(IterationOf(g - 1, 0))).loads.push_back(std::move(load));
+      }
+    }
+    if (s_.move_activations) {
+      const BufferId slot{BufferKind::kActivationSlot, aslot};
+      compute.activation_slot = aslot;
+      // The input layer only writes its slot and the output layer only reads it.
+      compute.accesses.push_back({slot, role != LayerRole::kOutput});
+      if (role != LayerRole::kInputEmbedding) {
+        Step load = make(Lane::kLoad, StepKind::kLoadActivations);
+        load.activation_slot = aslot;
+        load.accesses = {{act_home, false}, {slot, true}};
+        // Normally while micro-batch k - 1 computes; with one micro-batch, only once the
+        // previous layer's hidden states have gone home.
+        BucketOf(std::max(t - 1, IterationOf(g - 1, k) + 1)).loads.push_back(std::move(load));
+      }
+      if (role != LayerRole::kOutput) {
+        Step store = make(Lane::kStore, StepKind::kStoreActivations);
+        store.activation_slot = aslot;
+        store.accesses = {{slot, false}, {act_home, true}};
+        BucketOf(t + 1).stores.push_back(std::move(store));
+      }
+    } else {
+      compute.accesses.push_back({act_home, true});
+    }
+    if (role == LayerRole::kAttention) {
+      const BufferId slot{BufferKind::kCacheSlot, cslot};
+      if (UsesCacheSlot(token)) {
+        compute.cache_slot = cslot;
+        compute.accesses.push_back({slot, true});
+      }
+      compute.accesses.push_back({cache_home, true});
+      if (token > 0 && s_.load_cache_decode) {
+        Step load = make(Lane::kLoad, StepKind::kLoadCache);
+        load.cache_slot = cslot;
+        load.accesses = {{cache_home, false}, {slot, true}};
+        BucketOf(t - 1).loads.push_back(std::move(load));
+      }
+      if (token == 0 ? s_.store_cache_prefill : s_.store_cache_decode) {
+        Step store = make(Lane::kStore, StepKind::kStoreCache);
+        store.cache_slot = cslot;
+        store.accesses = {{slot, false}, {cache_home, true}};
+        BucketOf(t + 1).stores.push_back(std::move(store));
+      }
+    }
+    BucketOf(t).compute.push_back(std::move(compute));
+  }
+
+  static void DeriveWaits(std::vector<Step>& steps) {
+    struct State {
+      int last_writer = -1;
+      std::vector<int> readers;  // since last_writer
+    };
+    std::map<BufferId, State> state;
+    for (Step& step : steps) {
+      std::array<int, kNumLanes> latest;
+      latest.fill(-1);
+      auto depend = [&](int id) {
+        const Lane lane = steps[static_cast<size_t>(id)].lane;
+        if (lane != step.lane) latest[static_cast<int>(lane)] = std::max(latest[static_cast<int>(lane)], id);
+      };
+      for (const BufferAccess& a : step.accesses) {
+        const State& st = state[a.buffer];
+        if (st.last_writer >= 0) depend(st.last_writer);
+        if (a.write) {
+          for (int r : st.readers) depend(r);
+        }
+      }
+      for (const BufferAccess& a : step.accesses) {
+        State& st = state[a.buffer];
+        if (a.write) {
+          st.last_writer = step.id;
+          st.readers.clear();
+        } else {
+          st.readers.push_back(step.id);
+        }
+      }
+      for (int id : latest) {
+        if (id >= 0) step.waits.push_back(id);
+      }
+      std::sort(step.waits.begin(), step.waits.end());
+    }
+  }
+
+  const ScheduleShape& s_;
+  const int layers_;
+  const int64_t iterations_;
+  std::vector<Bucket> buckets_;
+};
+
+}  // namespace
+
+const char* LaneName(Lane lane) {
+  switch (lane) {
+    case Lane::kLoad: return "load";
+    case Lane::kCompute: return "compute";
+    case Lane::kStore: return "store";
+  }
+  return "?";
+}
+
+const char* StepKindName(StepKind kind) {
+  switch (kind) {
+    case StepKind::kLoadWeights: return "load_weights";
+    case StepKind::kLoadCache: return "load_cache";
+    case StepKind::kLoadActivations: return "load_activations";
+    case StepKind::kCompute: return "compute";
+    case StepKind::kStoreCache: return "store_cache";
+    case StepKind::kStoreActivations: return "store_activations";
+  }
+  return "?";
+}
+
+const char* LayerRoleName(LayerRole role) {
+  switch (role) {
+    case LayerRole::kInputEmbedding: return "input";
+    case LayerRole::kAttention: return "attention";
+    case LayerRole::kMlp: return "mlp";
+    case LayerRole::kOutput: return "output";
+  }
+  return "?";
+}
+
+const char* BufferKindName(BufferKind kind) {
+  switch (kind) {
+    case BufferKind::kWeightSlot: return "weight_slot";
+    case BufferKind::kCacheSlot: return "cache_slot";
+    case BufferKind::kActivationSlot: return "activation_slot";
+    case BufferKind::kCacheHome: return "cache_home";
+    case BufferKind::kActivationHome: return "activation_home";
+  }
+  return "?";
+}
+
+LayerRole RoleOfLayer(int layer, int blocks) {
+  STRATA_CHECK(layer >= 0 && layer < NumSchedulingLayers(blocks));
+  if (layer == 0) return LayerRole::kInputEmbedding;
+  if (layer == NumSchedulingLayers(blocks) - 1) return LayerRole::kOutput;
+  return layer % 2 == 1 ? LayerRole::kAttention : LayerRole::kMlp;
+}
+
+Status ScheduleShape::Validate() const {
+  auto positive = [](const char* name, int v) {
+    return v >= 1 ? Status::Ok()
+                  : Status::InvalidArgument(std::string(name) + " must be at least 1, got " +
+                                            std::to_string(v));
+  };
+  STRATA_RETURN_IF_ERROR(positive("blocks", blocks));
+  STRATA_RETURN_IF_ERROR(positive("num_micro_batches", num_micro_batches));
+  return positive("num_tokens", num_tokens);
+}
+
+BlockSchedule BuildBlockSchedule(const ScheduleShape& shape) {
+  STRATA_CHECK(shape.Validate().ok());
+  return Builder(shape).Build();
+}
+
+}  // namespace strata

@@ -1,0 +1,212 @@
+// Placement against the plan's accounting (policy/memory_accounting.h): weights, KV cache and
+// hidden states are placed byte for byte as the plan counts them, the weights' homes add up to
+// the model's bytes, and no tier holds more than the plan says (docs/DESIGN.md, rule 2).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "policy/memory_accounting.h"
+#include "src/memory/memory_tiers.h"
+#include "src/memory/model_spec_of.h"
+#include "src/memory/placement.h"
+#include "src/memory/weight_homes.h"
+#include "src/model/model.h"
+
+namespace strata {
+namespace {
+
+const char* const kFixtures[] = {"opt", "llama-gqa", "llama3-rope", "llama-bias"};
+
+std::unique_ptr<Model> Load(const std::string& name) {
+  auto m = LoadModel(std::string(STRATA_SOURCE_DIR) + "/tests/data/fixtures/" + name);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+Plan MakePlan(std::vector<int> percent, int gbs, int nb, bool cpu_attention) {
+  Result<Plan> p = PlanFromFlexGenPercent(percent, gbs, nb);
+  EXPECT_TRUE(p.ok());
+  Plan plan = *p;
+  plan.cpu_attention = cpu_attention;
+  return plan;
+}
+
+std::vector<Plan> Plans() {
+  return {MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false),
+          MakePlan({0, 100, 0, 100, 0, 100}, 2, 2, false),
+          MakePlan({0, 0, 0, 0, 0, 0}, 1, 3, false),
+          MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, false),
+          MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, true),
+          MakePlan({55, 25, 33, 33, 10, 60}, 3, 2, false),
+          MakePlan({20, 80, 0, 100, 0, 100}, 8, 2, true),
+          MakePlan({0, 50, 0, 0, 0, 100}, 4, 4, true)};
+}
+
+TEST(PlacementTest, SplitRowsIsCumulativeAndExact) {
+  for (int64_t rows : {1, 7, 48, 1000}) {
+    for (int g = 0; g <= 100; g += 7) {
+      for (int c = 0; c + g <= 100; c += 11) {
+        const TierRows r = SplitRows(rows, g, c);
+        EXPECT_EQ(r.gpu + r.cpu + r.disk, rows);
+        EXPECT_LE(std::abs(r.gpu * 100 - rows * g), 100);
+        EXPECT_LE(std::abs((r.gpu + r.cpu) * 100 - rows * (g + c)), 100);
+      }
+    }
+  }
+}
+
+TEST(PlacementTest, WeightHomesAddUpToTheModel) {
+  for (const char* name : kFixtures) {
+    auto model = Load(name);
+    ASSERT_NE(model, nullptr);
+    for (const Plan& plan : Plans()) {
+      TierLayout layout;
+      const WeightPlacement w = PlaceWeights(*model, plan, layout);
+      EXPECT_EQ(static_cast<uint64_t>(w.home_bytes.sum()), model->weight_bytes()) << name;
+      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+        EXPECT_EQ(static_cast<int64_t>(layout.use_bytes(t, MemoryUse::kWeights)),
+                  w.home_bytes.at(t))
+            << name << " " << TierName(t);
+      }
+    }
+  }
+}
+
+// The homes of weights, KV cache and activations are the plan's figures exactly.
+TEST(PlacementTest, HomesEqualThePlansFigures) {
+  for (const char* name : kFixtures) {
+    auto model = Load(name);
+    ASSERT_NE(model, nullptr);
+    Result<ModelSpec> spec = ModelSpecOf(*model);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    for (const Plan& plan : Plans()) {
+      const Workload workload{24, 16, 0};
+      const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+      Result<Placement> p = PlaceBlock(*model, plan, shape);
+      ASSERT_TRUE(p.ok()) << p.status().ToString();
+      Result<MemoryPlan> mem = AccountMemory(*spec, workload, plan);
+      ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+        SCOPED_TRACE(std::string(name) + " " + TierName(t) + "\n" + PlanToString(plan));
+        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kWeights)),
+                  mem->weight_bytes.at(t));
+        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kKvCache)),
+                  mem->kv_cache_bytes.at(t));
+        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kActivations)),
+                  mem->activation_bytes.at(t));
+      }
+    }
+  }
+}
+
+// Prints the layout next to the plan's accounting, family by family.
+std::string Compare(const Placement& p, const MemoryPlan& mem) {
+  std::string out;
+  char line[200];
+  const TierBytes* plan_rows[] = {&mem.weight_bytes, &mem.kv_cache_bytes, &mem.activation_bytes,
+                                  &mem.staging_bytes, &mem.workspace_bytes};
+  for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+    for (int u = 0; u < kNumMemoryUses; ++u) {
+      std::snprintf(line, sizeof(line), "  %-5s %-12s layout %10llu  plan %10lld\n", TierName(t),
+                    MemoryUseName(static_cast<MemoryUse>(u)),
+                    static_cast<unsigned long long>(p.layout.use_bytes(t, static_cast<MemoryUse>(u))),
+                    static_cast<long long>(plan_rows[u]->at(t)));
+      out += line;
+    }
+    std::snprintf(line, sizeof(line), "  %-5s total        layout %10llu  plan %10lld\n",
+                  TierName(t), static_cast<unsigned long long>(p.layout.tier_bytes(t)),
+                  static_cast<long long>(mem.total_bytes.at(t)));
+    out += line;
+  }
+  return out;
+}
+
+TEST(PlacementTest, TiersHoldNoMoreThanThePlan) {
+  for (const char* name : kFixtures) {
+    auto model = Load(name);
+    ASSERT_NE(model, nullptr);
+    const ModelSpec spec = *ModelSpecOf(*model);
+    for (const Plan& plan : Plans()) {
+      const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+      Result<Placement> p = PlaceBlock(*model, plan, shape);
+      ASSERT_TRUE(p.ok());
+      const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+        EXPECT_LE(static_cast<int64_t>(p->layout.tier_bytes(t)), mem.total_bytes.at(t))
+            << name << " " << TierName(t) << "\n" << PlanToString(plan) << Compare(*p, mem);
+      }
+    }
+  }
+}
+
+TEST(PlacementTest, DefaultModelTiersHoldNoMoreThanThePlan) {
+  const char* home = std::getenv("HOME");
+  const std::string path = std::string(home ? home : "") +
+                           "/.cache/strata/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok());
+  const ModelSpec spec = *ModelSpecOf(**model);
+  for (const Plan& plan : Plans()) {
+    const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+    Result<Placement> p = PlaceBlock(**model, plan, shape);
+    ASSERT_TRUE(p.ok());
+    const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+    for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+      EXPECT_LE(static_cast<int64_t>(p->layout.tier_bytes(t)), mem.total_bytes.at(t))
+          << TierName(t) << "\n" << PlanToString(plan) << Compare(*p, mem);
+    }
+  }
+}
+
+TEST(PlacementTest, TiersRefuseALayoutOverTheDeviceCapacity) {
+  auto model = Load("opt");
+  ASSERT_NE(model, nullptr);
+  const Plan plan = MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false);
+  Result<Placement> p = PlaceBlock(*model, plan, {4, 1, 24, 40});
+  ASSERT_TRUE(p.ok());
+  MemoryTiersOptions o;
+  o.device_capacity_bytes = p->layout.tier_bytes(Tier::kGpu) - 1;
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+  ASSERT_FALSE(tiers.ok());
+  EXPECT_EQ(tiers.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos);
+}
+
+TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
+  auto model = Load("llama-gqa");
+  ASSERT_NE(model, nullptr);
+  const Plan plan = MakePlan({30, 30, 100, 0, 100, 0}, 1, 1, false);
+  Result<Placement> p = PlaceBlock(*model, plan, {1, 1, 4, 8});
+  ASSERT_TRUE(p.ok());
+  MemoryTiersOptions o;
+  o.offload_dir = ::testing::TempDir();
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+  ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+  ASSERT_TRUE(CopyWeightsHome(p->weights, **tiers).ok());
+  Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
+  ASSERT_TRUE(allocated.ok());
+  AlignedBuffer ring = std::move(allocated).value();
+  for (const PlacedLayer& layer : p->weights.layers) {
+    for (const PlacedTensor& t : layer.tensors) {
+      std::vector<uint8_t> got(static_cast<size_t>(t.rows() * t.row_bytes));
+      if (t.gpu_rows > 0) std::memcpy(got.data(), (*tiers)->At(t.gpu_home), t.gpu_home.bytes);
+      if (t.cpu_rows > 0) {
+        std::memcpy(got.data() + t.gpu_rows * t.row_bytes, (*tiers)->At(t.cpu_home), t.cpu_home.bytes);
+      }
+      if (t.disk_rows > 0) {
+        const DiskPiece piece{t.disk_home.offset,
+                              got.data() + (t.gpu_rows + t.cpu_rows) * t.row_bytes,
+                              t.disk_home.bytes};
+        ASSERT_TRUE((*tiers)->ReadDisk({&piece, 1}, ring.span()).ok());
+      }
+      EXPECT_EQ(std::memcmp(got.data(), t.source.data, got.size()), 0) << t.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,341 @@
+// The zig-zag schedule's order properties, checked against an independent model of what every
+// buffer must hold when a step runs: every compute finds its inputs loaded, loads of the next
+// micro-batch and next layer can run while the current one computes, and no buffer is
+// overwritten while another step uses it, in any interleaving the waits allow.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include "src/schedule/block_schedule.h"
+#include "src/schedule/schedule_dump.h"
+
+namespace strata {
+namespace {
+
+std::vector<ScheduleShape> Shapes() {
+  std::vector<ScheduleShape> shapes;
+  for (int blocks : {1, 2}) {
+    for (int nb : {1, 2, 3}) {
+      for (int tokens : {1, 3}) {
+        for (int flags = 0; flags < 32; ++flags) {
+          ScheduleShape s;
+          s.blocks = blocks;
+          s.num_micro_batches = nb;
+          s.num_tokens = tokens;
+          s.load_input_weights = flags & 1;
+          s.load_block_weights = flags & 2;
+          s.load_output_weights = flags & 1;
+          s.move_activations = flags & 4;
+          s.store_cache_prefill = flags & 8;
+          s.load_cache_decode = s.store_cache_decode = flags & 16;
+          shapes.push_back(s);
+        }
+      }
+    }
+  }
+  return shapes;
+}
+
+std::string Name(const ScheduleShape& s) {
+  return "blocks " + std::to_string(s.blocks) + " nb " + std::to_string(s.num_micro_batches) +
+         " tokens " + std::to_string(s.num_tokens) + " flags w" +
+         std::to_string(s.load_block_weights) + std::to_string(s.load_input_weights) + " a" +
+         std::to_string(s.move_activations) + " c" + std::to_string(s.store_cache_prefill) +
+         std::to_string(s.load_cache_decode);
+}
+
+// Happens-before: the waits plus each lane's own order.
+class Order {
+ public:
+  explicit Order(const BlockSchedule& s) : preds_(s.steps.size()) {
+    std::vector<int> last(kNumLanes, -1);
+    for (const Step& step : s.steps) {
+      auto& p = preds_[static_cast<size_t>(step.id)];
+      p = step.waits;
+      int& l = last[static_cast<int>(step.lane)];
+      if (l >= 0) p.push_back(l);
+      l = step.id;
+    }
+  }
+  // True when `before` must finish before `after` starts.
+  bool Precedes(int before, int after) const {
+    std::vector<bool> seen(preds_.size());
+    std::vector<int> stack = {after};
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      for (int p : preds_[static_cast<size_t>(x)]) {
+        if (p == before) return true;
+        if (!seen[static_cast<size_t>(p)]) {
+          seen[static_cast<size_t>(p)] = true;
+          stack.push_back(p);
+        }
+      }
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::vector<int>> preds_;
+};
+
+TEST(BlockScheduleTest, WaitsPointBackwardAcrossLanes) {
+  for (const ScheduleShape& shape : Shapes()) {
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    std::set<Lane> seen;
+    for (const Step& step : s.steps) {
+      seen.clear();
+      for (int w : step.waits) {
+        ASSERT_LT(w, step.id) << Name(shape);
+        const Lane lane = s.steps[static_cast<size_t>(w)].lane;
+        EXPECT_NE(lane, step.lane) << Name(shape);
+        EXPECT_TRUE(seen.insert(lane).second) << "two waits on one lane; " << Name(shape);
+      }
+    }
+  }
+}
+
+TEST(BlockScheduleTest, StepCountsFollowTheShape) {
+  ScheduleShape shape;
+  shape.blocks = 2;
+  shape.num_micro_batches = 3;
+  shape.num_tokens = 4;
+  shape.load_block_weights = true;
+  shape.move_activations = true;
+  shape.store_cache_prefill = shape.load_cache_decode = shape.store_cache_decode = true;
+  const BlockSchedule s = BuildBlockSchedule(shape);
+  std::map<StepKind, int> count;
+  for (const Step& step : s.steps) ++count[step.kind];
+  const int layers = NumSchedulingLayers(2);
+  EXPECT_EQ(count[StepKind::kCompute], 4 * layers * 3);
+  EXPECT_EQ(count[StepKind::kLoadWeights], 4 * 2 * 2);  // attention and MLP of each block
+  EXPECT_EQ(count[StepKind::kLoadActivations], 4 * (layers - 1) * 3);
+  EXPECT_EQ(count[StepKind::kStoreActivations], 4 * (layers - 1) * 3);
+  EXPECT_EQ(count[StepKind::kLoadCache], 3 * 2 * 3);  // decode steps only
+  EXPECT_EQ(count[StepKind::kStoreCache], 4 * 2 * 3);
+  EXPECT_NE(DumpSchedule(s).find("load_cache"), std::string::npos);
+}
+
+TEST(BlockScheduleTest, EveryComputeWaitsForItsLoads) {
+  for (const ScheduleShape& shape : Shapes()) {
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    const Order order(s);
+    std::map<std::tuple<int, int, int>, int> compute;  // (token, layer, k) -> id
+    for (const Step& step : s.steps) {
+      if (step.kind == StepKind::kCompute) {
+        compute[{step.token, step.layer, step.micro_batch}] = step.id;
+      }
+    }
+    for (const Step& step : s.steps) {
+      if (step.lane != Lane::kLoad) continue;
+      for (int k = 0; k < shape.num_micro_batches; ++k) {
+        if (step.micro_batch >= 0 && step.micro_batch != k) continue;
+        const int c = compute.at({step.token, step.layer, k});
+        EXPECT_TRUE(order.Precedes(step.id, c)) << StepKindName(step.kind) << " #" << step.id
+                                                 << " before compute #" << c << "; " << Name(shape);
+      }
+    }
+  }
+}
+
+// While micro-batch k of layer j computes, the loads of micro-batch k + 1 (and of layer j + 1's
+// weights) are already issued and nothing makes them wait for that compute.
+TEST(BlockScheduleTest, NextLoadsOverlapTheCurrentCompute) {
+  for (const ScheduleShape& shape : Shapes()) {
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    const Order order(s);
+    const int nb = shape.num_micro_batches;
+    std::map<std::tuple<int, int, int>, int> compute;
+    for (const Step& step : s.steps) {
+      if (step.kind == StepKind::kCompute) {
+        compute[{step.token, step.layer, step.micro_batch}] = step.id;
+      }
+    }
+    int checked = 0;
+    for (const Step& load : s.steps) {
+      if (load.lane != Lane::kLoad) continue;
+      // The iteration that runs while this load should: the one before its own.
+      const int64_t g = static_cast<int64_t>(load.token) * s.num_layers() + load.layer;
+      int64_t t = g * nb + std::max(load.micro_batch, 0) - 1;
+      if (load.kind == StepKind::kLoadWeights) t = (g - 1) * nb;  // micro-batch 0 of layer j - 1
+      // With one micro-batch the next layer's hidden states exist only after this compute.
+      if (load.kind == StepKind::kLoadActivations && nb == 1) continue;
+      if (t < 0) continue;
+      const int c = compute.at({static_cast<int>(t / nb / s.num_layers()),
+                                static_cast<int>(t / nb % s.num_layers()), static_cast<int>(t % nb)});
+      EXPECT_LT(load.id, c) << StepKindName(load.kind) << "; " << Name(shape);
+      EXPECT_FALSE(order.Precedes(c, load.id))
+          << StepKindName(load.kind) << " #" << load.id << " waits for compute #" << c << "; "
+          << Name(shape);
+      ++checked;
+    }
+    if (shape.load_block_weights) {
+      EXPECT_GT(checked, 0);
+    }
+  }
+}
+
+// An independent model of the data each buffer holds. A tag says which value a buffer has:
+// weights of (token, layer), hidden states after (token, layer, k), or the cache of (block, k)
+// after token i (complete, or with only the rows the compute writes itself).
+using Tag = std::tuple<char, int, int, int>;
+
+struct Expect {
+  std::vector<std::pair<BufferId, Tag>> reads;   // buffer must hold tag when the step starts
+  std::vector<std::pair<BufferId, Tag>> writes;  // buffer holds tag when the step finishes
+};
+
+Expect Semantics(const ScheduleShape& sh, const Step& st) {
+  Expect e;
+  const LayerRole role = RoleOfLayer(st.layer, sh.blocks);
+  const int k = st.micro_batch;
+  const int b = role == LayerRole::kAttention ? BlockOfLayer(st.layer) : 0;
+  const BufferId act_home{BufferKind::kActivationHome, k};
+  const BufferId cache_home{BufferKind::kCacheHome, b * sh.num_micro_batches + k};
+  const Tag hidden_in{'h', st.token, st.layer - 1, k};
+  const Tag hidden_out{'h', st.token, st.layer, k};
+  const bool stores = st.token == 0 ? sh.store_cache_prefill : sh.store_cache_decode;
+  const Tag cache_before{'c', st.token - 1, b, k};
+  const Tag cache_after{'c', st.token, b, k};
+  const Tag cache_partial{'p', st.token, b, k};
+  switch (st.kind) {
+    case StepKind::kLoadWeights:
+      e.writes.push_back({{BufferKind::kWeightSlot, st.weight_slot}, {'w', st.token, st.layer, 0}});
+      break;
+    case StepKind::kLoadActivations:
+      e.reads.push_back({act_home, hidden_in});
+      e.writes.push_back({{BufferKind::kActivationSlot, st.activation_slot}, hidden_in});
+      break;
+    case StepKind::kStoreActivations:
+      e.reads.push_back({{BufferKind::kActivationSlot, st.activation_slot}, hidden_out});
+      e.writes.push_back({act_home, hidden_out});
+      break;
+    case StepKind::kLoadCache:
+      e.reads.push_back({cache_home, cache_before});
+      e.writes.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_before});
+      break;
+    case StepKind::kStoreCache:
+      e.reads.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_after});
+      e.reads.push_back({cache_home, cache_partial});
+      e.writes.push_back({cache_home, cache_after});
+      break;
+    case StepKind::kCompute: {
+      if (st.weight_slot >= 0) {
+        e.reads.push_back({{BufferKind::kWeightSlot, st.weight_slot}, {'w', st.token, st.layer, 0}});
+      }
+      const BufferId act = sh.move_activations
+                               ? BufferId{BufferKind::kActivationSlot, st.activation_slot}
+                               : act_home;
+      if (role != LayerRole::kInputEmbedding) e.reads.push_back({act, hidden_in});
+      if (role != LayerRole::kOutput) e.writes.push_back({act, hidden_out});
+      if (role == LayerRole::kAttention) {
+        if (st.token > 0) e.reads.push_back({cache_home, cache_before});
+        if (st.cache_slot >= 0) {
+          if (st.token > 0 && sh.load_cache_decode) {
+            e.reads.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_before});
+          }
+          e.writes.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_after});
+        }
+        e.writes.push_back({cache_home, stores ? cache_partial : cache_after});
+      }
+      break;
+    }
+  }
+  return e;
+}
+
+// Replays the schedule in random legal interleavings: a step starts once its lane is idle and its
+// waits have finished; several steps are in flight at once and finish in random order. Returns
+// the first violation, or "" when there is none.
+std::string Simulate(const BlockSchedule& s, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::vector<int>> lanes(kNumLanes);
+  for (const Step& step : s.steps) lanes[static_cast<int>(step.lane)].push_back(step.id);
+  std::vector<size_t> next(kNumLanes, 0);
+  std::vector<int> running(kNumLanes, -1);
+  std::vector<bool> done(s.steps.size());
+  std::map<BufferId, Tag> tags;
+  std::map<BufferId, int> writers, readers;  // in-flight use
+  size_t finished = 0;
+  while (finished < s.steps.size()) {
+    std::vector<int> choices;  // lane * 2 + (0 start, 1 finish)
+    for (int l = 0; l < kNumLanes; ++l) {
+      if (running[l] >= 0) {
+        choices.push_back(l * 2 + 1);
+      } else if (next[l] < lanes[l].size()) {
+        const Step& st = s.steps[static_cast<size_t>(lanes[l][next[l]])];
+        bool ready = true;
+        for (int w : st.waits) ready = ready && done[static_cast<size_t>(w)];
+        if (ready) choices.push_back(l * 2);
+      }
+    }
+    if (choices.empty()) return "deadlock after " + std::to_string(finished) + " steps";
+    const int c = choices[rng() % choices.size()];
+    const int l = c / 2;
+    if (c % 2 == 0) {
+      const Step& st = s.steps[static_cast<size_t>(lanes[l][next[l]++])];
+      const std::string what = "step #" + std::to_string(st.id) + " " + StepKindName(st.kind);
+      for (const auto& [buf, tag] : Semantics(s.shape, st).reads) {
+        if (tags[buf] != tag) {
+          return what + " reads " + BufferKindName(buf.kind) + " " + std::to_string(buf.index) +
+                 " before it holds its input";
+        }
+      }
+      for (const BufferAccess& a : st.accesses) {
+        if (writers[a.buffer] > 0) return what + " uses a buffer being written";
+        if (a.write && readers[a.buffer] > 0) return what + " overwrites a buffer in use";
+      }
+      for (const BufferAccess& a : st.accesses) ++(a.write ? writers : readers)[a.buffer];
+      running[l] = st.id;
+    } else {
+      const Step& st = s.steps[static_cast<size_t>(running[l])];
+      for (const BufferAccess& a : st.accesses) --(a.write ? writers : readers)[a.buffer];
+      for (const auto& [buf, tag] : Semantics(s.shape, st).writes) tags[buf] = tag;
+      done[static_cast<size_t>(st.id)] = true;
+      running[l] = -1;
+      ++finished;
+    }
+  }
+  return "";
+}
+
+TEST(BlockScheduleTest, NoBufferIsUsedBeforeItIsReadyOrOverwrittenWhileInUse) {
+  for (const ScheduleShape& shape : Shapes()) {
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    for (uint32_t seed = 0; seed < 8; ++seed) {
+      ASSERT_EQ(Simulate(s, seed), "") << Name(shape) << " seed " << seed;
+    }
+  }
+}
+
+// The checker above is real: without the waits of one kind of step, some interleaving breaks.
+// (With every family moving, some waits are also implied by others; the shape without moving
+// activations exposes the cache steps.)
+TEST(BlockScheduleTest, TheCheckerCatchesMissingWaits) {
+  ScheduleShape all;
+  all.blocks = 2;
+  all.num_micro_batches = 2;
+  all.num_tokens = 3;
+  all.load_block_weights = all.move_activations = true;
+  all.store_cache_prefill = all.load_cache_decode = all.store_cache_decode = true;
+  ScheduleShape cache_only = all;
+  cache_only.move_activations = false;
+  for (StepKind kind : {StepKind::kLoadWeights, StepKind::kLoadCache, StepKind::kLoadActivations,
+                        StepKind::kCompute, StepKind::kStoreCache, StepKind::kStoreActivations}) {
+    bool caught = false;
+    for (const ScheduleShape& shape : {all, cache_only}) {
+      BlockSchedule s = BuildBlockSchedule(shape);
+      for (Step& step : s.steps) {
+        if (step.kind == kind) step.waits.clear();
+      }
+      for (uint32_t seed = 0; seed < 64 && !caught; ++seed) caught = !Simulate(s, seed).empty();
+    }
+    EXPECT_TRUE(caught) << StepKindName(kind);
+  }
+}
+
+}  // namespace
+}  // namespace strata
