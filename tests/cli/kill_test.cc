@@ -107,7 +107,7 @@ TEST_P(KillTest, EveryRequestExactlyOnceWhereverTheJobDies) {
     }
   }
   const int last = WaitStrata(StartStrata(with_output(out), Path("err.txt")));
-  ASSERT_TRUE(last == 0 || last == 1) << ReadFile(Path("err.txt"));
+  ASSERT_TRUE(last == 0 || last == 1) << last << ": " << ReadFile(Path("err.txt"));
   std::printf("%d kills before the job finished, %d outputs cut at a random byte\n", kills, cuts);
   EXPECT_GE(kills, 8) << "too few kills landed before the job finished";
   EXPECT_GE(cuts, 2);
