@@ -7,7 +7,7 @@
 // nudged until the exact accounting (policy/memory_accounting.h) fits, and scored by the cost
 // model. A scan along either batch dimension ends when the LP finds no feasible placement
 // (memory only grows with the block) or after the LP's throughput has fallen twice in a row.
-// Thread-compatible; a search takes well under a second (docs/PERFORMANCE-policy.md).
+// Thread-compatible; a search takes well under a second (docs/PERFORMANCE.md).
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
 // FlexGen's published runs on its T4 machine (../shared/docs/ANCHORS.md): prompt 512, generation
 // 32, the hand policies of its benchmark suite (benchmark/flexgen/bench_suite.py) and its
-// published throughputs. Shared by the comparison test and the table in docs/PERFORMANCE-policy.md.
+// published throughputs. Shared by the comparison test and the table in docs/PERFORMANCE.md.
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // strata's cost model on FlexGen's own machine model (configs/hardware/t4-flexgen.yaml) against
 // FlexGen's published runs (../shared/docs/ANCHORS.md). Prints the table that
-// docs/PERFORMANCE-policy.md records. Two cases do not land within 30% for reasons the
+// docs/PERFORMANCE.md records. Two cases do not land within 30% for reasons the
 // DocumentedGap tests state and check; they are not hidden by looser bounds.
 #include <gtest/gtest.h>
 
@@ -103,7 +103,7 @@ TEST(FlexGenComparison, DocumentedGapOpt175bCacheOnDisk) {
       "most %.1f s\n",
       e.decode.layer.disk_lane_s(), budget_per_layer_step_s);
   EXPECT_GT(e.decode.layer.disk_lane_s(), 4 * budget_per_layer_step_s);
-  EXPECT_LT(Ratio(c), 0.7) << "the gap closed: update docs/PERFORMANCE-policy.md";
+  EXPECT_LT(Ratio(c), 0.7) << "the gap closed: update docs/PERFORMANCE.md";
 }
 
 // OPT-175B 4-bit: FlexGen expands 4-bit weights once per micro-batch (3 times per layer step
@@ -127,7 +127,7 @@ TEST(FlexGenComparison, DocumentedGapOpt175b4BitWeightExpansion) {
       "OPT-175B 4-bit: strata-style %.3f tokens/s; with FlexGen's per-micro-batch "
       "expansion %.3f (published %.2f)\n",
       e.throughput_tokens_per_s, flexgen_like_tps, c.published_tokens_per_s);
-  EXPECT_GT(Ratio(c), 1.3) << "the gap closed: update docs/PERFORMANCE-policy.md";
+  EXPECT_GT(Ratio(c), 1.3) << "the gap closed: update docs/PERFORMANCE.md";
   EXPECT_NEAR(flexgen_like_tps / c.published_tokens_per_s, 1.0, 0.3);
 }
 
