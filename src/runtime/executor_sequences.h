@@ -1,6 +1,7 @@
-// BlockSequences: the sequences of one block while the executor runs it — each one's sampled
-// tokens, text and stop state — with the same stopping rules as Generator: an end-of-generation
-// id (unless ignore_eos), a stop string (the text is cut before it), or max_new_tokens.
+// BlockSequences: the sequences of one block while it runs, in Generator or the executor —
+// each one's sampled tokens, text and stop state — and the stopping rules they share: an
+// end-of-generation id (unless ignore_eos), a stop string (the text is cut before it), or
+// max_new_tokens.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 
 namespace strata {
 
-// Thread-compatible: the executor's compute lane is its only user while a block runs.
+// Thread-compatible: one caller (Generator, or the executor's compute lane) while a block runs.
 class BlockSequences {
  public:
   // REQUIRES: `block` and `tokenizer` outlive this object.

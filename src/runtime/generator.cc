@@ -4,29 +4,9 @@
 #include <memory>
 
 #include "src/core/check.h"
+#include "src/runtime/executor_sequences.h"
 
 namespace strata {
-namespace {
-
-// Per-sequence state while its block runs.
-struct SequenceState {
-  std::unique_ptr<StreamingDetokenizer> detok;
-  bool done = false;
-  size_t max_stop = 0;
-};
-
-// Returns where the earliest stop string starts in `text`, searching only where a match could
-// involve the bytes appended after `old_size`; npos when none.
-size_t FindStop(const std::string& text, size_t old_size, const std::vector<std::string>& stops,
-                size_t max_stop) {
-  const size_t from = old_size > max_stop ? old_size - max_stop : 0;
-  size_t best = std::string::npos;
-  for (const std::string& s : stops) best = std::min(best, text.find(s, from));
-  return best;
-}
-
-}  // namespace
-
 std::vector<int32_t> EndOfGenerationIds(const Tokenizer& tokenizer, const ModelConfig& config) {
   std::vector<int32_t> ids;
   auto add = [&](int32_t id) {
@@ -75,8 +55,7 @@ std::vector<float> Generator::PromptLogits(const std::vector<int32_t>& prompt) {
 std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRequest>& block) {
   const ModelConfig& c = transformer_.config();
   const int batch = static_cast<int>(block.size());
-  std::vector<GenerationResult> results(block.size());
-  if (batch == 0) return results;
+  if (batch == 0) return {};
 
   int prompt_len = 0;
   int max_new = 0;
@@ -85,12 +64,15 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
     max_new = std::max(max_new, r.max_new_tokens);
   }
-  const auto cancelled = [&] {
-    if (cancel_ == nullptr || !cancel_->load(std::memory_order_relaxed)) return false;
+  BlockSequences sequences(block, tokenizer_, eog_ids_);
+  // Every result marked cancelled, when the cancel flag is up; empty otherwise.
+  const auto cancelled = [&]() -> std::vector<GenerationResult> {
+    if (cancel_ == nullptr || !cancel_->load(std::memory_order_relaxed)) return {};
+    std::vector<GenerationResult> results = sequences.TakeResults();
     for (GenerationResult& r : results) r.reason = StopReason::kCancelled;
-    return true;
+    return results;
   };
-  if (cancelled()) return results;
+  if (auto stopped = cancelled(); !stopped.empty()) return stopped;
   KvCache cache(c.num_layers, batch, c.num_kv_heads, prompt_len + max_new, c.head_dim);
 
   // Prefill: left-pad every prompt to prompt_len. Padding rows repeat the first real token; they
@@ -110,63 +92,20 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
   }
   Forward(in, cache);
 
-  std::vector<SequenceState> state(block.size());
-  for (int b = 0; b < batch; ++b) {
-    state[b].detok = std::make_unique<StreamingDetokenizer>(tokenizer_, /*skip_special=*/true);
-    for (const std::string& s : block[b].stop) state[b].max_stop = std::max(state[b].max_stop, s.size());
-  }
-  std::vector<std::pair<float, int32_t>> scratch;
-  const size_t vocab = static_cast<size_t>(c.vocab_size);
   const size_t hidden = static_cast<size_t>(c.hidden_size);
   last_.resize(batch * hidden);
-  logits_.resize(batch * vocab);
+  logits_.resize(batch * static_cast<size_t>(c.vocab_size));
 
   for (int step = 0;; ++step) {
-    if (cancelled()) return results;
+    if (auto stopped = cancelled(); !stopped.empty()) return stopped;
     // Hidden state of each sequence's newest token: the last row of its slice.
     for (int b = 0; b < batch; ++b) {
       const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
       std::copy_n(hidden_.data() + row * hidden, hidden, last_.data() + b * hidden);
     }
     transformer_.Logits(last_.data(), batch, logits_.data());
-    bool all_done = true;
-    for (int b = 0; b < batch; ++b) {
-      SequenceState& st = state[b];
-      if (st.done) continue;
-      const GenerationRequest& req = block[b];
-      GenerationResult& res = results[b];
-      const int32_t tok = SampleToken(logits_.data() + b * vocab, c.vocab_size, req.sampling,
-                                      static_cast<uint64_t>(step), scratch);
-      res.tokens.push_back(tok);
-      const bool eog = std::find(eog_ids_.begin(), eog_ids_.end(), tok) != eog_ids_.end();
-      if (eog && !req.ignore_eos) {
-        res.reason = StopReason::kEndOfGeneration;
-        st.done = true;
-      } else {
-        const size_t old_size = res.text.size();
-        res.text += st.detok->Push(tok);
-        const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
-        if (cut != std::string::npos) {
-          res.text.resize(cut);
-          res.reason = StopReason::kStopString;
-          st.done = true;
-        } else if (static_cast<int>(res.tokens.size()) >= req.max_new_tokens) {
-          res.reason = StopReason::kLength;
-          st.done = true;
-        }
-      }
-      if (st.done && res.reason != StopReason::kStopString) {
-        const size_t old_size = res.text.size();
-        res.text += st.detok->Finish();
-        const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
-        if (cut != std::string::npos) {
-          res.text.resize(cut);
-          res.reason = StopReason::kStopString;
-        }
-      }
-      all_done = all_done && st.done;
-    }
-    if (all_done) break;
+    sequences.Sample(0, batch, logits_.data(), c.vocab_size, step);
+    if (sequences.all_done()) break;
 
     // Decode: one new token per sequence (finished ones keep feeding their last token).
     in.new_tokens = 1;
@@ -174,12 +113,12 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     in.tokens.assign(batch, 0);
     in.positions.assign(batch, 0);
     for (int b = 0; b < batch; ++b) {
-      in.tokens[b] = results[b].tokens.back();
+      in.tokens[b] = sequences.last_token(b);
       in.positions[b] = in.cache_len - 1 - in.start[b];
     }
     Forward(in, cache);
   }
-  return results;
+  return sequences.TakeResults();
 }
 
 }  // namespace strata

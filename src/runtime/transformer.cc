@@ -109,29 +109,8 @@ uint64_t Transformer::workspace_bytes() const {
 void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden) {
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
-  const int rows = in.batch * in.new_tokens;
-  const size_t h = static_cast<size_t>(c.hidden_size);
-  const size_t q_width = static_cast<size_t>(c.num_heads) * c.head_dim;
-  const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
-
-  float* normed = Workspace(normed_, rows * h);
-  if (c.norm == NormKind::kLayerNorm) {
-    backend_.LayerNorm(hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows, c.hidden_size,
-                       normed);
-  } else {
-    backend_.RmsNorm(hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
-  }
-  float* q = Workspace(q_, rows * q_width);
-  float* k = Workspace(k_, rows * kv_width);
-  float* v = Workspace(v_, rows * kv_width);
-  backend_.Linear(normed, rows, w.wq, w.bq, q);
-  backend_.Linear(normed, rows, w.wk, w.bk, k);
-  backend_.Linear(normed, rows, w.wv, w.bv, v);
-  if (c.use_rope) {
-    backend_.Rope(q, in.positions.data(), rows, c.num_heads, c.head_dim, inv_freq_.data());
-    backend_.Rope(k, in.positions.data(), rows, c.num_kv_heads, c.head_dim, inv_freq_.data());
-  }
-  cache.Write(layer, k, v, in.new_tokens, in.cache_len - in.new_tokens);
+  const AttentionBuffers b = AttentionInputs(w, in, hidden);
+  cache.Write(layer, b.k, b.v, in.new_tokens, in.cache_len - in.new_tokens);
 
   AttentionShape shape;
   shape.batch = in.batch;
@@ -142,9 +121,9 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
   shape.max_len = cache.max_len();
   shape.cache_len = in.cache_len;
   shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-  float* attn = Workspace(attn_, rows * q_width);
   if (!cache.options().compress) {
-    backend_.Attention(shape, q, cache.keys(layer), cache.values(layer), in.start.data(), attn);
+    backend_.Attention(shape, b.q, cache.keys(layer), cache.values(layer),
+                       in.start.data(), b.attn);
   } else if (in.new_tokens == 1) {
     kernels::cpu::DecodeAttentionQ4Shape s;
     s.batch = in.batch;
@@ -155,15 +134,12 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
     s.cache_len = in.cache_len;
     s.scale = shape.scale;
     s.keys_rotated = cache.options().rotate_keys;
-    kernels::cpu::DecodeAttentionQ4(s, q, cache.q4_keys(layer), cache.q4_values(layer),
-                                    in.start.data(), attn);
+    kernels::cpu::DecodeAttentionQ4(s, b.q, cache.q4_keys(layer), cache.q4_values(layer),
+                                    in.start.data(), b.attn);
   } else {
-    PrefillOnCompressedCache(layer, in, cache, shape, q, k, v, attn);
+    PrefillOnCompressedCache(layer, in, cache, shape, b.q, b.k, b.v, b.attn);
   }
-
-  float* proj = Workspace(proj_, rows * h);
-  backend_.Linear(attn, rows, w.wo, w.bo, proj);
-  backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
+  AttentionOutput(w, in.batch * in.new_tokens, b.attn, hidden);
 }
 
 void Transformer::PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
