@@ -18,6 +18,7 @@ struct Sizes {
   double heads, head_dim;
   double layer_params, layer_stored, layer_read;     // transformer layer
   double output_params, output_stored, output_read;  // output projection (+ final norm)
+  double input_stored;                               // input embedding (+ positions)
   double kv_token, kv_token_fp16, act_token, head_vector;
   double layer_fp16, output_fp16;  // fp16-equivalent bytes of the matrices (4-bit expansion)
 };
@@ -42,6 +43,7 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
         m.vocab_size * StoredRowBytes(layers[0].tensors[0], p.compress_weight, dtype);
   }
   s.output_read = s.output_params * dtype;
+  s.input_stored = StoredLayerBytes(layers[0], p.compress_weight, dtype);
   s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
   s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
   s.layer_fp16 = s.layer_params * 2;
@@ -121,6 +123,14 @@ LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
   return f;
 }
 
+// The input embedding: only its off-GPU rows' trip to the GPU.
+LayerForms InputForms(const Sizes& s, const HardwareSpec& hw) {
+  LayerForms f;
+  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.input_stored / (hw.h2d_gbps * kGiga));
+  f.disk_read_s.Add(kWeightDisk, s.input_stored / (hw.disk_read_gbps * kGiga));
+  return f;
+}
+
 }  // namespace
 
 double LayerTimes::step_s(bool overlap) const {
@@ -156,17 +166,20 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
   const Sizes s = SizesOf(model, workload, plan);
   const LayerForms output = OutputForms(s, plan, hardware);
   return {TransformerForms(s, plan, hardware, /*prefill=*/true),
-          TransformerForms(s, plan, hardware, /*prefill=*/false), output, output};
+          TransformerForms(s, plan, hardware, /*prefill=*/false), output, output,
+          InputForms(s, hardware)};
 }
 
 CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const ModelSpec& model,
                          const Workload& workload, const Plan& plan) {
   auto phase = [&](const LayerForms& layer, const LayerForms& output, double steps) {
     PhaseCost c;
+    c.input = forms.input.Eval(x);
     c.layer = layer.Eval(x);
     c.output = output.Eval(x);
-    c.token_step_s =
-        model.num_layers * c.layer.step_s(plan.overlap) + c.output.step_s(plan.overlap);
+    c.token_step_s = c.input.step_s(plan.overlap) +
+                     model.num_layers * c.layer.step_s(plan.overlap) +
+                     c.output.step_s(plan.overlap);
     c.total_s = steps * c.token_step_s;
     return c;
   };

@@ -13,7 +13,8 @@
 // 4-bit weights are expanded once per layer per block (not once per micro-batch, as FlexGen
 // does); the 4-bit cache is read directly by the attention kernels at their own rates.
 // Decode steps are averaged over the generation (context prompt_len + gen_len / 2).
-// The input embedding is a gather of a few rows and is not modelled.
+// The input embedding's compute (a gather of a few rows) is not modelled, but its off-GPU rows
+// are copied in once per token step, as the executor does with every layer's weights.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,7 @@ struct CostForms {
   LayerForms layer_decode;
   LayerForms output_prefill;  // the output layer (final norm and projection, last position)
   LayerForms output_decode;
+  LayerForms input;  // the input embedding, the same in both phases
 };
 
 // Forms for the plan's gpu_batch_size, num_gpu_batches and flags (its percents are ignored).
@@ -67,9 +69,10 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
                          const HardwareSpec& hardware);
 
 struct PhaseCost {
+  LayerTimes input;         // the input embedding step
   LayerTimes layer;         // one transformer layer step
   LayerTimes output;        // the output layer step
-  double token_step_s = 0;  // num_layers layer steps plus the output step
+  double token_step_s = 0;  // the input step, num_layers layer steps and the output step
   double total_s = 0;       // per block: one token step for prefill, gen_len - 1 for decode
 };
 

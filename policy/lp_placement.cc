@@ -10,12 +10,13 @@
 namespace strata {
 namespace {
 
-// Columns: the fractions, then the four step times.
+// Columns: the fractions, then the five step times.
 enum StepColumn {
   kPrefillLayer = kNumFractions,
   kDecodeLayer,
   kPrefillOutput,
   kDecodeOutput,
+  kInput,  // the input embedding step, the same in both phases
   kNumColumns
 };
 
@@ -85,6 +86,7 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   AddStep(rows, cost.layer_decode, kDecodeLayer, overlap);
   AddStep(rows, cost.output_prefill, kPrefillOutput, overlap);
   AddStep(rows, cost.output_decode, kDecodeOutput, overlap);
+  AddStep(rows, cost.input, kInput, overlap);
   AddCapacity(rows, memory.gpu_bytes, hardware.gpu_capacity_bytes);
   AddCapacity(rows, memory.cpu_bytes, hardware.cpu_capacity_bytes);
   AddCapacity(rows, memory.disk_bytes, hardware.disk_capacity_bytes);
@@ -97,9 +99,11 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   objective[kPrefillOutput] = 1;
   objective[kDecodeLayer] = decode_steps * num_layers;
   objective[kDecodeOutput] = decode_steps;
+  objective[kInput] = 1 + decode_steps;
   const LinearForm work =
       Work(cost.layer_prefill) * num_layers + Work(cost.output_prefill) +
-      (Work(cost.layer_decode) * num_layers + Work(cost.output_decode)) * decode_steps;
+      (Work(cost.layer_decode) * num_layers + Work(cost.output_decode)) * decode_steps +
+      Work(cost.input) * (1 + decode_steps);
   for (int i = 0; i < kNumFractions; ++i) objective[i] = kTieBreak * work.coef[i];
 
   try {

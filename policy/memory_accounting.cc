@@ -28,6 +28,7 @@ struct Shape {
   int64_t logits_bytes;
   int64_t last_hidden_bytes;
   int64_t expanded_weight_bytes;  // fp16 copy of the largest compute layer (4-bit weights)
+  int64_t kv_prefill_bytes;       // 4-bit cache: a sequence's prompt keys and values
   int64_t cpu_attention_workspace_bytes;  // one of the two buffers
 };
 
@@ -64,6 +65,7 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
     largest = std::max(largest, m.tie_word_embeddings ? lm_head : MatrixElements(layers[2]));
     s.expanded_weight_bytes = largest * m.weight_dtype_bytes;
   }
+  if (p.compress_cache) s.kv_prefill_bytes = 2 * s.kv_heads * s.prompt * s.head_dim * s.act_bytes;
   // Queries and outputs of one micro-batch's decode step.
   s.cpu_attention_workspace_bytes = 2 * s.gbs * s.heads * s.head_dim * s.act_bytes;
   return s;
@@ -226,6 +228,7 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   AddBuffer(mem, "transformer_workspace", Tier::kGpu, s.transformer_workspace_bytes, 1, false,
             false);
   AddBuffer(mem, "expanded_weights", Tier::kGpu, s.expanded_weight_bytes, 1, false);
+  AddBuffer(mem, "kv_prefill", Tier::kGpu, s.kv_prefill_bytes, 1, false);
 
   for (const TierBytes* row : {&mem.weight_bytes, &mem.kv_cache_bytes, &mem.activation_bytes,
                                &mem.staging_bytes, &mem.workspace_bytes, &mem.alignment_bytes}) {
@@ -265,7 +268,7 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
       .Add(kCacheDisk, 2 * s.kv_rows * kv_staging_row);
   gpu.Add(kActivationCpu, act_slots).Add(kActivationDisk, act_slots);
   gpu.constant = double(s.transformer_workspace_bytes) + s.logits_bytes + s.last_hidden_bytes +
-                 s.expanded_weight_bytes;
+                 s.expanded_weight_bytes + s.kv_prefill_bytes;
 
   LinearForm& cpu = lm.cpu_bytes;
   cpu.Add(kWeightCpu, weights).Add(kCacheCpu, kv).Add(kActivationCpu, act);

@@ -26,6 +26,8 @@
 //                     logits, last_hidden  [gpu_batch_size, vocab] fp32 and [gpu_batch_size,
 //                                     hidden] activations of the micro-batch computing;
 //                     expanded_weights fp16 copy of the largest compute layer (4-bit weights);
+//                     kv_prefill       4-bit cache: the fp32 keys and values of one
+//                                     sequence's prompt, which its prefill attends to;
 //               CPU:  cpu_attention_workspace  CPU attention: 2 x queries and outputs of one
 //                                     micro-batch's decode step;
 //   alignment   padding of the layout: arena reservations at kLayoutArenaAlignment, disk extents (each

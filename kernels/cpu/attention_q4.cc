@@ -20,7 +20,8 @@ bool Q4IsaAvailable(Q4Isa isa) {
              __builtin_cpu_supports("f16c");
     case Q4Isa::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
+             __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512vbmi");
   }
   return false;
 }

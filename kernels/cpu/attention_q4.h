@@ -13,7 +13,8 @@ namespace strata::kernels::cpu {
 
 // Instruction sets of the kernel. kAuto picks the best one the running CPU supports (decided at
 // run time with __builtin_cpu_supports, whatever the compiler flags); the others force a path.
-// The SIMD paths need head_dim % 64 == 0; other head sizes always run the scalar path.
+// The SIMD paths need head_dim % 64 == 0; other head sizes always run the scalar path. kAvx2 needs
+// AVX2, FMA and F16C; kAvx512 needs AVX-512 F, BW, DQ, VL and VBMI (Ice Lake, Zen 4 and later).
 enum class Q4Isa { kAuto, kScalar, kAvx2, kAvx512 };
 
 // True when `isa` can run on this CPU (kAuto and kScalar always can).

@@ -27,14 +27,19 @@ struct Work {
 
 // Where each scratch region of a work item starts, in floats from Work::scratch; every region
 // is a whole number of 64-byte lines. The SIMD paths use these regions (the AVX2 path fills
-// only the first half of the vector-sized ones).
+// only the first half of the vector-sized ones; `scores` is the AVX2 path's, `qperm` and `acc`
+// the AVX-512 path's).
 struct Layout {
   size_t part;     // per query head and group, one vector of partial dot products per tile token
   size_t kparams;  // the tile's key scale and minimum per group
   size_t vparams;  // the tile's value scale and minimum per group
-  size_t weights;  // per group and head, the tile's probability x value scale
+  size_t weights;  // per group and head, the tile's probability x value scale (the AVX-512 path
+                   // keeps two tiles' worth, the second one g * h * kTile floats further)
   size_t scores;   // per head, `stride` floats: the scores, then the probabilities
   size_t sums;     // per head, vectors: running max then sum, and one per group for the minimum
+  size_t qperm;    // [heads, head_dim]: the query in the order the AVX-512 path unpacks codes
+  size_t acc;      // [heads, head_dim]: the AVX-512 path's output accumulators, in that order
+  size_t corr;     // [2, heads rounded up to 16]: the AVX-512 path's per-tile rescale factors
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -46,9 +51,12 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.kparams = l.part + h * g * kTile * 16;
   l.vparams = l.kparams + 2 * g * kTile;
   l.weights = l.vparams + 2 * g * kTile;
-  l.scores = l.weights + g * h * kTile;
+  l.scores = l.weights + 2 * g * h * kTile;
   l.sums = l.scores + h * static_cast<size_t>(l.stride);
-  l.total = l.sums + h * (2 + g) * 16;
+  l.qperm = l.sums + h * (2 + g) * 16;
+  l.acc = l.qperm + h * g * 64;
+  l.corr = l.acc + h * g * 64;
+  l.total = l.corr + 2 * ((h + 15) / 16 * 16);
   return l;
 }
 

@@ -10,8 +10,10 @@
 #include "policy/plan.h"
 #include "src/backend/backend.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/lane_report.h"
 #include "src/core/log.h"
 #include "src/model/model.h"
+#include "src/memory/model_spec_of.h"
 #include "src/model/synthetic_model.h"
 #include "src/runtime/offload_generator.h"
 #include "src/schedule/schedule_dump.h"
@@ -115,6 +117,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
   cmd->add_option("--prompt-len", o->prompt_len, "Prompt tokens")->capture_default_str();
   cmd->add_option("--gen-len", o->gen_len, "Generated tokens")->capture_default_str();
   cmd->add_option("--num-blocks", o->num_blocks, "Blocks to run")->capture_default_str();
+  cmd->add_option("--max-block-size", o->max_block_size,
+                  "--policy auto: most sequences per block the search may choose")
+      ->capture_default_str();
   AddPolicyFlags(cmd, &o->policy);
   cmd->add_option("--weight-dtype", o->weight_dtype, "f16, bf16 or f32")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
@@ -126,9 +131,14 @@ int BenchCommand(const BenchOptions& o) {
     return Fail(Status::InvalidArgument(
         "--prompt-len, --gen-len and --num-blocks must be at least 1, --num-layers at least 0"));
   }
+  if (o.max_block_size < 1) return Fail(Status::InvalidArgument("--max-block-size must be >= 1"));
   kernels::cpu::SetCpuThreads(o.threads);
-  Result<Plan> plan = PlanFromFlags(o.policy);
-  if (!plan.ok()) return Fail(plan.status());
+  std::string hardware_origin;
+  Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
+  if (!hardware.ok()) return Fail(hardware.status());
+  if (o.policy.explicit_plan()) {
+    if (Result<Plan> given = PlanFromFlags(o.policy); !given.ok()) return Fail(given.status());
+  }
   Result<std::unique_ptr<Model>> model = BenchModel(o);
   if (!model.ok()) return Fail(model.status());
   const ModelConfig& config = (*model)->config();
@@ -136,8 +146,16 @@ int BenchCommand(const BenchOptions& o) {
     return Fail(Status::OutOfRange("prompt + generation exceeds the model's context of " +
                                    std::to_string(config.max_position_embeddings) + " tokens"));
   }
+  std::optional<ModelSpec> spec;
+  if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
+  LogInfo("hardware profile: " + hardware_origin);
+  Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, {o.prompt_len, o.gen_len, 0}, *hardware,
+                                         o.max_block_size);
+  if (!chosen.ok()) return Fail(chosen.status());
+  const Plan* plan = &chosen->plan;
+  LogInfo("plan " + chosen->how + ": " + PlanToFlexGenFlags(*plan));
 
-  OffloadOptions oo = OffloadOptionsFromFlags(o.policy, *plan);
+  OffloadOptions oo = OffloadOptionsFromFlags(o.policy, *chosen);
   oo.prompt_len = o.prompt_len;
   oo.gen_len = o.gen_len;
   auto backend = MakeCpuBackend();
@@ -175,7 +193,7 @@ int BenchCommand(const BenchOptions& o) {
               FormatBytes(static_cast<int64_t>((*model)->weight_bytes())).c_str());
   std::printf("workload   prompt %d, generate %d, %d block(s) of %d\n", o.prompt_len, o.gen_len,
               o.num_blocks, block);
-  std::printf("plan       %s\n", PlanToFlexGenFlags(*plan).c_str());
+  std::printf("plan       %s (%s)\n", PlanToFlexGenFlags(*plan).c_str(), chosen->how.c_str());
   std::printf("prefill    %.2f tokens/s (%.3f s)\n", sequences * o.prompt_len / m.prefill_s,
               m.prefill_s);
   std::printf("decode     %.2f tokens/s (%.3f s)\n",
@@ -183,6 +201,7 @@ int BenchCommand(const BenchOptions& o) {
   std::printf("total      %.2f tokens/s (%.3f s for %.0f generated tokens)\n",
               sequences * o.gen_len / m.wall_s, m.wall_s, sequences * o.gen_len);
   std::printf("%s", m.ToString().c_str());
+  std::printf("%s", LaneReportText(BuildLaneReport(m, *plan, spec, *hardware)).c_str());
   if (!o.policy.trace.empty()) {
     if (Status s = generator.WriteTrace(o.policy.trace); !s.ok()) return Fail(s);
     LogInfo("trace written to " + o.policy.trace);

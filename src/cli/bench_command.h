@@ -1,8 +1,9 @@
 // `strata bench`: throughput of the offloading engine on a preset from configs/models with
 // synthetic weights (or on a real model file or directory) and synthetic prompts, reported as
 // FlexGen reports it — prefill, decode and total tokens per second — but measured over full
-// runs, never projected from a few layers. With --trace it writes the run's Chrome trace; with
-// --dump-schedule, the block schedule.
+// runs, never projected from a few layers — and each lane's busy time per kind of layer and phase
+// next to the cost model's prediction from the hardware profile (src/cli/lane_report.h). With
+// --trace it writes the run's Chrome trace; with --dump-schedule, the block schedule.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,9 @@ struct BenchOptions {
   int prompt_len = 512;
   int gen_len = 32;
   int num_blocks = 1;         // blocks of gpu_batch_size * num_gpu_batches prompts
-  PolicyFlags policy;         // the plan (all on the GPU when none is given), tiers, trace
+  int max_block_size = 16;    // --policy auto: the largest block the search may choose
+  PolicyFlags policy;         // the plan (searched with a hardware profile, else all on the GPU
+                              // in blocks of 1), tiers, trace
   std::string weight_dtype = "f16";  // f16, bf16 or f32
   int threads = 0;            // CPU threads (0: all cores)
 };

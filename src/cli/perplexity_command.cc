@@ -67,10 +67,12 @@ class RoundTripWeights {
   std::vector<std::vector<float>> storage_;
 };
 
-// Sum of -log p(next token) over the scored tokens of `windows` (each at least 2 tokens), run as
-// one left-padded block of single-token steps.
+// Sum of -log p(next token) over the scored tokens of `windows` (each at least prompt + 2
+// tokens), run as one left-padded block: one prefill step over the first `prompt` real tokens of
+// every window (more for the longer windows, so that the shortest still gets `prompt`), then one
+// step per token. Only the tokens after the prefill step are scored; *scored counts them.
 double WindowsNll(Transformer& transformer, const std::vector<std::vector<int32_t>>& windows,
-                  const KvCacheOptions& cache_options) {
+                  const KvCacheOptions& cache_options, int prompt, size_t* scored) {
   const ModelConfig& c = transformer.config();
   const int batch = static_cast<int>(windows.size());
   int len = 0;
@@ -78,36 +80,50 @@ double WindowsNll(Transformer& transformer, const std::vector<std::vector<int32_
   KvCache cache(c.num_layers, batch, c.num_kv_heads, len, c.head_dim, cache_options);
   StepInput in;
   in.batch = batch;
-  in.new_tokens = 1;
-  for (const auto& w : windows) in.start.push_back(len - static_cast<int>(w.size()));
-  std::vector<float> hidden(static_cast<size_t>(batch) * c.hidden_size);
+  int prefill = 0;
+  for (const auto& w : windows) {
+    in.start.push_back(len - static_cast<int>(w.size()));
+    prefill = std::max(prefill, in.start.back() + prompt);
+  }
+  std::vector<float> hidden(static_cast<size_t>(batch) * prefill * c.hidden_size);
   std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
   double nll = 0;
-  for (int step = 0; step + 1 < len; ++step) {
-    in.cache_len = step + 1;
-    in.tokens.assign(static_cast<size_t>(batch), 0);
-    in.positions.assign(static_cast<size_t>(batch), 0);
-    for (int b = 0; b < batch; ++b) {  // padding steps feed the first token; never attended
-      in.tokens[b] = windows[b][static_cast<size_t>(std::max(0, step - in.start[b]))];
-      in.positions[b] = std::max(0, step - in.start[b]);
+  *scored = 0;
+  for (int first = 0; first + 1 < len;) {
+    in.new_tokens = first == 0 ? prefill : 1;
+    in.cache_len = first + in.new_tokens;
+    in.tokens.assign(static_cast<size_t>(batch) * in.new_tokens, 0);
+    in.positions.assign(in.tokens.size(), 0);
+    for (int b = 0; b < batch; ++b) {  // padding slots feed the first token; never attended
+      for (int t = 0; t < in.new_tokens; ++t) {
+        const int pos = std::max(0, first + t - in.start[b]);
+        const size_t row = static_cast<size_t>(b) * in.new_tokens + t;
+        in.tokens[row] = windows[b][static_cast<size_t>(pos)];
+        in.positions[row] = pos;
+      }
     }
     transformer.Embed(in, hidden.data());
     for (int layer = 0; layer < c.num_layers; ++layer) {
       transformer.AttentionLayer(layer, in, cache, hidden.data());
-      transformer.MlpLayer(layer, batch, hidden.data());
+      transformer.MlpLayer(layer, batch * in.new_tokens, hidden.data());
     }
+    const bool prompt_step = first == 0;  // context only: its next-token logits are not scored
+    first = in.cache_len;
+    if (prompt_step) continue;
     transformer.Logits(hidden.data(), batch, logits.data());
+    const int step = first - 1;
     for (int b = 0; b < batch; ++b) {
-      if (step < in.start[b]) continue;
       const float* l = logits.data() + static_cast<size_t>(b) * c.vocab_size;
       const float max = *std::max_element(l, l + c.vocab_size);
       double sum = 0;
       for (int i = 0; i < c.vocab_size; ++i) sum += std::exp(static_cast<double>(l[i] - max));
       const int32_t next = windows[b][static_cast<size_t>(step - in.start[b] + 1)];
       nll += max + std::log(sum) - l[next];
+      ++*scored;
     }
-    if ((step + 1) % 128 == 0)
-      LogInfo("step " + std::to_string(step + 1) + " of " + std::to_string(len - 1));
+    if (first % 128 == 0) {
+      LogInfo("step " + std::to_string(first) + " of " + std::to_string(len - 1));
+    }
   }
   return nll;
 }
@@ -126,9 +142,17 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--prompt", o->prompt,
+                  "Tokens at the start of each window fed as one prefill step: context only, "
+                  "not scored")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
   cmd->add_flag("--rotate-keys", o->rotate_keys,
                 "With --compress-cache: Walsh–Hadamard-rotate keys before quantization");
+  cmd->add_flag("--smooth-keys", o->smooth_keys,
+                "With --compress-cache: centre and partly equalize key channels per sequence "
+                "and KV head with the prompt's statistics before quantization (exact)");
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   return cmd;
 }
@@ -137,6 +161,15 @@ int PerplexityCommand(const PerplexityOptions& o) {
   kernels::cpu::SetCpuThreads(o.threads);
   if (o.rotate_keys && !o.compress_cache) {
     return Fail(Status::InvalidArgument("--rotate-keys needs --compress-cache"));
+  }
+  if (o.smooth_keys && !o.compress_cache) {
+    return Fail(Status::InvalidArgument("--smooth-keys needs --compress-cache"));
+  }
+  if (o.window < o.prompt + 2) {
+    return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
+                                        " leaves nothing to score after --prompt " +
+                                        std::to_string(o.prompt) +
+                                        "; give a window of at least prompt + 2 tokens"));
   }
   std::ifstream file(o.input, std::ios::binary);
   if (!file) return Fail(Status::NotFound("cannot open --input " + o.input));
@@ -158,6 +191,7 @@ int PerplexityCommand(const PerplexityOptions& o) {
   KvCacheOptions cache_options;
   cache_options.compress = o.compress_cache;
   cache_options.rotate_keys = o.rotate_keys;
+  cache_options.smooth_keys = o.smooth_keys;
   if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
 
   const Tokenizer& tok = **tokenizer;
@@ -169,11 +203,12 @@ int PerplexityCommand(const PerplexityOptions& o) {
     std::vector<int32_t> w;
     if (bos) w.push_back(tok.bos_id());
     w.insert(w.end(), ids.begin() + i, ids.begin() + std::min(ids.size(), i + per_window));
-    if (w.size() >= 2) windows.push_back(std::move(w));
+    if (w.size() >= static_cast<size_t>(o.prompt) + 2) windows.push_back(std::move(w));
   }
-  if (windows.empty()) return Fail(Status::InvalidArgument("--input has fewer than 2 tokens"));
-  size_t scored = 0;
-  for (const auto& w : windows) scored += w.size() - 1;
+  if (windows.empty()) {
+    return Fail(Status::InvalidArgument("--input has fewer than --prompt + 2 = " +
+                                        std::to_string(o.prompt + 2) + " tokens"));
+  }
 
   std::unique_ptr<RoundTripWeights> q4_weights;
   if (o.compress_weight) q4_weights = std::make_unique<RoundTripWeights>((*model)->weights());
@@ -181,7 +216,8 @@ int PerplexityCommand(const PerplexityOptions& o) {
   Transformer transformer(**model, *backend, q4_weights ? &q4_weights->weights() : nullptr);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(windows.size()) +
           " windows of up to " + std::to_string(o.window) + " tokens");
-  const double nll = WindowsNll(transformer, windows, cache_options);
+  size_t scored = 0;
+  const double nll = WindowsNll(transformer, windows, cache_options, o.prompt, &scored);
   std::printf("perplexity %.4f over %zu tokens\n", std::exp(nll / static_cast<double>(scored)),
               scored);
   return kExitOk;

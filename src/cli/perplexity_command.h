@@ -1,10 +1,14 @@
 // `strata perplexity`: what compression costs, measured. The text of --input is tokenized and cut
 // into consecutive, non-overlapping windows of --window tokens (the last one may be shorter); all
-// windows run together as one block, fed one token per step (teacher forcing), so every scored
-// token attends to its window's earlier tokens through the KV cache in the chosen format, as a
-// generated token would. The first token of a window (BOS when the tokenizer adds one) is context
-// only; every other token is scored by the log-probability the model gave it. Prints the
-// perplexity exp(mean negative log-likelihood) and the number of scored tokens.
+// windows run together as one block. The first --prompt tokens of each window (BOS first when the
+// tokenizer adds one) are its prompt: one prefill step, context only, never scored (a shorter
+// last window is left-padded, and the longer windows' prompts grow by the padding so that one
+// step covers them all). Every later token is fed one per step (teacher forcing) and scored by
+// the log-probability the model gave it, so every scored token attends to its window's earlier
+// tokens through the KV cache in the chosen format, as a generated token would; with
+// --smooth-keys the prompt's keys fit the smoothing, as in a run. Windows shorter than
+// --prompt + 2 tokens are skipped. Prints the perplexity exp(mean negative log-likelihood) and
+// the number of scored tokens.
 #pragma once
 
 #include <string>
@@ -21,7 +25,9 @@ struct PerplexityOptions {
   int window = 1024;             // tokens per window; at most the model's context length
   int threads = 0;               // CPU threads; 0: all cores
   bool compress_cache = false;   // 4-bit KV cache
+  int prompt = 64;               // tokens per window fed as one prefill step, not scored
   bool rotate_keys = false;      // with compress_cache: Walsh–Hadamard-rotated keys
+  bool smooth_keys = false;      // with compress_cache: smoothing (src/runtime/kv_cache.h)
   bool compress_weight = false;  // 4-bit weights (group 64 along the input dim), expanded to fp32
 };
 

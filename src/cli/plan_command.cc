@@ -11,6 +11,9 @@
 #include "policy/fit_check.h"
 #include "policy/search.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/policy_flags.h"
+#include "src/memory/model_spec_of.h"
+#include "src/model/model.h"
 
 namespace strata {
 namespace {
@@ -21,13 +24,21 @@ struct Inputs {
   Workload workload;
 };
 
-Result<ModelSpec> LoadModelPreset(const std::string& name) {
+// A preset (name or YAML), or the description of a model on disk: a GGUF file, a Hugging Face
+// directory or a strata store, loaded (memory-mapped; quantized GGUF tensors are expanded) and
+// described as the CPU build runs it (fp32 activations).
+Result<ModelSpec> LoadModelSpec(const std::string& name) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (fs::is_directory(name, ec) || name.ends_with(".gguf") || name.ends_with(".safetensors")) {
-    return Status::Unsupported("'" + name +
-                               "' is a model directory or file; `strata plan` takes a "
-                               "preset name or preset YAML from configs/models for now");
+  const bool yaml = name.ends_with(".yaml") || name.ends_with(".yml");
+  if (fs::exists(name, ec) && !yaml) {
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(name));
+    return ModelSpecOf(*model);
+  }
+  if (!yaml && (name.find('/') != std::string::npos || name.ends_with(".gguf"))) {
+    return Status::NotFound("model '" + name + "' does not exist; --model takes a preset name "
+                            "(configs/models), a preset YAML, a GGUF file, a Hugging Face "
+                            "directory or a strata store");
   }
   STRATA_ASSIGN_OR_RETURN(std::string path, ResolveConfigFile("models", name));
   return LoadModelSpecYaml(path);
@@ -35,8 +46,16 @@ Result<ModelSpec> LoadModelPreset(const std::string& name) {
 
 Result<Inputs> LoadInputs(const PlanOptions& o) {
   Inputs in;
-  STRATA_ASSIGN_OR_RETURN(in.model, LoadModelPreset(o.model));
-  STRATA_ASSIGN_OR_RETURN(std::string hw_path, ResolveConfigFile("hardware", o.hardware));
+  STRATA_ASSIGN_OR_RETURN(in.model, LoadModelSpec(o.model));
+  std::string hw_path = DefaultHardwareProfilePath();
+  std::error_code ec;
+  if (!o.hardware.empty()) {
+    STRATA_ASSIGN_OR_RETURN(hw_path, ResolveConfigFile("hardware", o.hardware));
+  } else if (!std::filesystem::exists(hw_path, ec)) {
+    return Status::NotFound("no --hardware and no profile of this machine at " + hw_path +
+                            "; pass --hardware (a name from configs/hardware or a YAML file) or "
+                            "run `strata profile` to write it");
+  }
   STRATA_ASSIGN_OR_RETURN(in.hardware, LoadHardwareSpecYaml(hw_path));
   in.workload = {o.prompt_len, o.gen_len, o.num_prompts};
   STRATA_RETURN_IF_ERROR(in.workload.Validate(in.model));
@@ -227,11 +246,13 @@ nlohmann::ordered_json ReportJson(const Inputs& in, const PlanEvaluation& e,
                  {"buffers", buffers},
                  {"time",
                   {{"prefill",
-                    {{"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
+                    {{"input", LayerJson(c.prefill.input, e.plan.overlap)},
+                     {"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
                      {"output", LayerJson(c.prefill.output, e.plan.overlap)},
                      {"total_s", c.prefill.total_s}}},
                    {"decode",
-                    {{"layer", LayerJson(c.decode.layer, e.plan.overlap)},
+                    {{"input", LayerJson(c.decode.input, e.plan.overlap)},
+                     {"layer", LayerJson(c.decode.layer, e.plan.overlap)},
                      {"output", LayerJson(c.decode.output, e.plan.overlap)},
                      {"total_s", c.decode.total_s}}},
                    {"block_s", c.block_s},
@@ -263,10 +284,13 @@ int Fail(const Status& status) {
 CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   CLI::App* cmd = app.add_subcommand(
       "plan", "Show the memory plan and predicted throughput of a policy (a dry run)");
-  cmd->add_option("--model,-m", o->model, "Model preset (configs/models) or preset YAML")
+  cmd->add_option("--model,-m", o->model,
+                  "Model preset (configs/models), preset YAML, or a model: GGUF file, Hugging Face "
+                  "directory or strata store")
       ->required();
-  cmd->add_option("--hardware", o->hardware, "Hardware profile (configs/hardware) or YAML")
-      ->required();
+  cmd->add_option("--hardware", o->hardware,
+                  "Hardware profile (configs/hardware) or YAML (default: " +
+                      DefaultHardwareProfilePath() + ", written by strata profile)");
   cmd->add_option("--prompt-len", o->prompt_len, "Tokens per prompt")->required();
   cmd->add_option("--gen-len", o->gen_len, "Tokens generated per prompt")->required();
   cmd->add_option("--num-prompts", o->num_prompts, "Prompts in the job (0: open-ended)")

@@ -1,5 +1,6 @@
-// `strata plan`: the dry run. For a model preset, a hardware profile and a workload it prints the
-// chosen policy (searched, or given by --percent / --policy), the bytes per tier against each
+// `strata plan`: the dry run. For a model (a preset, or a GGUF file, Hugging Face directory or
+// strata store, described from the loaded model), a hardware profile and a workload it prints
+// the chosen policy (searched, or given by --percent / --policy), the bytes per tier against each
 // tier's capacity, the predicted time per layer step on every link and unit with the bottleneck,
 // the predicted throughput, and the next best alternatives; --json prints the same as JSON.
 #pragma once
@@ -15,8 +16,8 @@ class App;
 namespace strata {
 
 struct PlanOptions {
-  std::string model;     // preset name or preset YAML path
-  std::string hardware;  // profile name or profile YAML path
+  std::string model;     // preset name, preset YAML path, or model path
+  std::string hardware;  // profile name or profile YAML path; empty: the cached profile
   int prompt_len = 0;
   int gen_len = 0;
   int64_t num_prompts = 0;  // 0: an open-ended job, measured per block

@@ -2,18 +2,92 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
+#include "policy/search.h"
+#include "src/cli/model_path.h"
+
 namespace strata {
 
+bool PolicyFlags::explicit_plan() const {
+  return policy != "auto" || !percent.empty() || gpu_batch_size > 0 || num_gpu_batches > 0 ||
+         cpu_attention || compress_cache || compress_weight;
+}
+
 bool PolicyFlags::any() const {
-  return !policy.empty() || !percent.empty() || gpu_batch_size > 0 || num_gpu_batches > 0 ||
-         cpu_attention || gpu_mem_gib > 0 || !trace.empty() || !dump_schedule.empty();
+  return explicit_plan() || gpu_mem_gib > 0 || !trace.empty() || !dump_schedule.empty();
+}
+
+std::string DefaultHardwareProfilePath() {
+  return (std::filesystem::path(CacheDirectory()) / "hardware.yaml").string();
+}
+
+Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& f, std::string* origin) {
+  if (!f.hardware.empty()) {
+    STRATA_ASSIGN_OR_RETURN(std::string path, ResolveConfigFile("hardware", f.hardware));
+    STRATA_ASSIGN_OR_RETURN(HardwareSpec hw, LoadHardwareSpecYaml(path));
+    *origin = path;
+    return std::optional<HardwareSpec>(std::move(hw));
+  }
+  const std::string cached = DefaultHardwareProfilePath();
+  std::error_code ec;
+  if (!std::filesystem::exists(cached, ec)) {
+    *origin = "none (no --hardware and no " + cached + "; `strata profile` writes it)";
+    return std::optional<HardwareSpec>();
+  }
+  Result<HardwareSpec> hw = LoadHardwareSpecYaml(cached);
+  if (!hw.ok()) {
+    return hw.status().WithContext("the cached hardware profile (rerun `strata profile` or pass "
+                                   "--hardware)");
+  }
+  *origin = cached;
+  return std::optional<HardwareSpec>(std::move(hw).value());
+}
+
+Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpec>& model,
+                              const Workload& workload,
+                              const std::optional<HardwareSpec>& hardware,
+                              int64_t max_block_size) {
+  ChosenPlan chosen;
+  if (f.explicit_plan() || !model || !hardware) {
+    STRATA_ASSIGN_OR_RETURN(chosen.plan, PlanFromFlags(f));
+    chosen.how = f.explicit_plan() ? "given"
+                 : !hardware      ? "default (no hardware profile to search with)"
+                                  : "default (the model's layout is not one the search describes)";
+    return chosen;
+  }
+  HardwareSpec hw = *hardware;
+  if (f.gpu_mem_gib > 0) hw.gpu_capacity_bytes = static_cast<int64_t>(f.gpu_mem_gib * (1ull << 30));
+  SearchOptions options;
+  options.allow_compress_weight = options.allow_compress_cache = false;
+  options.max_block_size = max_block_size;
+  Workload w = workload;
+  w.num_prompts = 0;
+  Result<SearchResult> r = SearchPlan(*model, w, hw, options);
+  if (!r.ok()) return r.status().WithContext("--policy auto on profile " + hw.name);
+  chosen.plan = r->best.plan;
+  chosen.searched = true;
+  chosen.device_capacity_bytes = hw.gpu_capacity_bytes;
+  char line[160];
+  std::snprintf(line, sizeof(line), "searched (profile %s, %d LPs in %.0f ms, predicted %.2f "
+                "tokens/s)", hw.name.c_str(), r->lps_solved, r->elapsed_s * 1e3,
+                r->best.cost.throughput_tokens_per_s);
+  chosen.how = line;
+  return chosen;
 }
 
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
-  cmd->add_option("--policy", f->policy, "Plan YAML file (see strata plan)");
+  cmd->add_option("--policy", f->policy,
+                  "auto: search the plan with the hardware profile; or a plan YAML file (see "
+                  "strata plan)")
+      ->capture_default_str();
+  cmd->add_option("--hardware", f->hardware,
+                  "Hardware profile for --policy auto and the lane predictions: a name from "
+                  "configs/hardware or a YAML file (default: " +
+                      DefaultHardwareProfilePath() + " when `strata profile` wrote it)");
   cmd->add_option("--percent", f->percent,
                   "FlexGen's six percents: weights, KV cache, activations on GPU then CPU (the "
                   "rest of each on disk)")
@@ -22,6 +96,9 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
   cmd->add_option("--num-gpu-batches", f->num_gpu_batches, "Micro-batches per block");
   cmd->add_flag("--cpu-attention", f->cpu_attention,
                 "Decode attention over the non-GPU cache runs on the CPU");
+  cmd->add_flag("--compress-cache", f->compress_cache,
+                "4-bit KV cache: stored, moved and attended in 4 bits");
+  cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
   cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
                   "Device tier capacity in GiB (0: what the placement needs)");
   cmd->add_option("--offload-dir", f->offload_dir, "Directory for the disk tier's scratch file")
@@ -35,9 +112,9 @@ Result<Plan> PlanFromFlags(const PolicyFlags& f) {
   const int gbs = f.gpu_batch_size > 0 ? f.gpu_batch_size : 1;
   const int nb = f.num_gpu_batches > 0 ? f.num_gpu_batches : 1;
   Plan plan;
-  if (!f.policy.empty()) {
+  if (f.policy != "auto") {
     if (!f.percent.empty()) {
-      return Status::InvalidArgument("give either --policy or --percent, not both");
+      return Status::InvalidArgument("give either --policy FILE or --percent, not both");
     }
     STRATA_ASSIGN_OR_RETURN(plan, LoadPlanYaml(f.policy));
   } else if (!f.percent.empty()) {
@@ -47,15 +124,19 @@ Result<Plan> PlanFromFlags(const PolicyFlags& f) {
     plan.num_gpu_batches = nb;
   }
   if (f.cpu_attention) plan.cpu_attention = true;
+  if (f.compress_cache) plan.compress_cache = true;
+  if (f.compress_weight) plan.compress_weight = true;
   STRATA_RETURN_IF_ERROR(plan.Validate());
   return plan;
 }
 
-OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& f, const Plan& plan) {
+OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& f, const ChosenPlan& chosen) {
   OffloadOptions o;
-  o.plan = plan;
+  o.plan = chosen.plan;
   o.tiers.offload_dir = f.offload_dir;
-  o.tiers.device_capacity_bytes = static_cast<uint64_t>(f.gpu_mem_gib * (1ull << 30));
+  o.tiers.device_capacity_bytes =
+      f.gpu_mem_gib > 0 ? static_cast<uint64_t>(f.gpu_mem_gib * (1ull << 30))
+                        : static_cast<uint64_t>(chosen.device_capacity_bytes);
   o.keep_trace = !f.trace.empty();
   return o;
 }

@@ -1,14 +1,18 @@
 // The flags that choose how a model is spread over GPU, CPU memory and disk, shared by
-// `strata run` and `strata bench`: FlexGen's form (--percent, --gpu-batch-size,
-// --num-gpu-batches, --cpu-attention), a plan file (--policy), the tiers (--gpu-mem-gib,
-// --offload-dir) and what to show (--trace, --dump-schedule).
+// `strata run` and `strata bench`: the searched plan (--policy auto, the default, with the
+// hardware profile of --hardware or the one `strata profile` cached), FlexGen's form (--percent,
+// --gpu-batch-size, --num-gpu-batches, --cpu-attention), a plan file (--policy FILE), the tiers
+// (--gpu-mem-gib, --offload-dir) and what to show (--trace, --dump-schedule).
 #pragma once
 
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "policy/hardware_spec.h"
+#include "policy/model_spec.h"
 #include "policy/plan.h"
+#include "policy/workload.h"
 #include "src/core/status.h"
 #include "src/runtime/offload_generator.h"
 
@@ -19,30 +23,68 @@ class App;
 namespace strata {
 
 struct PolicyFlags {
-  std::string policy;         // a plan YAML file
+  std::string policy = "auto";  // "auto" (search) or a plan YAML file
+  std::string hardware;       // profile name (configs/hardware) or YAML; empty: the cached one
   std::vector<int> percent;   // FlexGen's WG WC CG CC AG AC
   int gpu_batch_size = 0;     // 0: not given
   int num_gpu_batches = 0;    // 0: not given
   bool cpu_attention = false;
+  bool compress_cache = false;   // 4-bit KV cache (kernels/kv_q4_format.h)
+  bool compress_weight = false;  // 4-bit weights
   double gpu_mem_gib = 0;     // device tier capacity; 0: what the placement needs
   std::string offload_dir = ".";
   std::string trace;          // Chrome trace output path
   std::string dump_schedule;  // schedule text output path ("-": stdout)
 
-  // True when any flag asks for the offloading engine.
+  // True when a flag gives the plan by hand (--policy FILE, --percent, a batch shape,
+  // --cpu-attention or a compression flag); --policy auto then does not search.
+  bool explicit_plan() const;
+  // True when any flag asks for the offloading engine (a plan by hand, tiers, trace, schedule).
   bool any() const;
 };
+
+// Where `strata profile` writes this machine's profile when given no --out and where --policy
+// auto looks for one: <cache directory>/hardware.yaml (src/cli/model_path.h).
+std::string DefaultHardwareProfilePath();
+
+// The hardware profile for the search and the lane predictions: --hardware, else the cached
+// profile when it exists, else nullopt. `origin` says which, for the log. Errors: --hardware
+// that does not load or validate, or a cached profile that does not (the message says to rerun
+// `strata profile`).
+Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& flags,
+                                                      std::string* origin);
+
+// The plan a run follows and a line saying how it was chosen. A plan by hand wins; else, with a
+// profile and the model's description, the search's best plan for `workload` (blocks of at most
+// `max_block_size` sequences; never compressed: 4-bit changes the tokens, so it is asked for by
+// hand, and the executor does not run 4-bit weights yet; --gpu-mem-gib caps the device tier);
+// else PlanFromFlags' default. Errors: PlanFromFlags', the search's
+// ResourceExhausted when nothing fits.
+struct ChosenPlan {
+  Plan plan;
+  bool searched = false;
+  std::string how;  // e.g. "searched (profile x, 412 LPs in 40 ms)"
+  // The device tier the plan was searched for (--gpu-mem-gib or the profile's GPU capacity); 0
+  // when not searched.
+  int64_t device_capacity_bytes = 0;
+};
+Result<ChosenPlan> ChoosePlan(const PolicyFlags& flags, const std::optional<ModelSpec>& model,
+                              const Workload& workload,
+                              const std::optional<HardwareSpec>& hardware,
+                              int64_t max_block_size);
 
 // Registers the flags on `cmd`, filling *flags when parsed.
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags* flags);
 
 // The plan the flags describe: the plan file, or --percent with the batch shape, or (with neither)
 // everything on the GPU in blocks of gpu_batch_size x num_gpu_batches (1 x 1 when not given).
-// Errors: an unreadable or invalid plan, --percent with --policy.
+// Errors: an unreadable or invalid plan, --percent with --policy FILE.
 Result<Plan> PlanFromFlags(const PolicyFlags& flags);
 
-// OffloadOptions for `plan` with the flags' tiers and trace setting.
-OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& flags, const Plan& plan);
+// OffloadOptions for the chosen plan with the flags' tiers and trace setting. A searched plan's
+// device tier is capped at the capacity it was searched for, so that a plan the search calls
+// feasible is held to it.
+OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& flags, const ChosenPlan& chosen);
 
 // Writes `text` to `path` ("-": stdout).
 Status WriteTextFile(const std::string& path, const std::string& text);

@@ -6,11 +6,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
 #include "policy/hardware_spec.h"
 #include "src/cli/exit_codes.h"
+#include "src/cli/policy_flags.h"
 #include "src/cli/profile/probes.h"
 
 namespace strata {
@@ -35,13 +37,15 @@ double Round4(double v) {
   return std::round(v * scale) / scale;
 }
 
-void Step(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
+void Announce(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
 
 }  // namespace
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* o) {
   CLI::App* cmd = app.add_subcommand("profile", "Measure this machine; write a hardware profile");
-  cmd->add_option("--out,-o", o->out, "Hardware profile YAML to write")->required();
+  cmd->add_option("--out,-o", o->out,
+                  "Hardware profile YAML to write (default: " + DefaultHardwareProfilePath() +
+                      ", where strata run and strata bench look for it)");
   cmd->add_option("--offload-dir", o->offload_dir, "Directory whose disk is measured")
       ->capture_default_str();
   cmd->add_option("--name", o->name, "Profile name (default: the host name)");
@@ -52,7 +56,7 @@ int ProfileCommand(const ProfileOptions& o) {
   HardwareSpec hw;
   hw.name = o.name.empty() ? HostName() : o.name;
 
-  Step("capacities");
+  Announce("capacities");
   const int64_t available = profile::AvailableHostBytes();
   Result<int64_t> free_disk = profile::FreeDiskBytes(o.offload_dir);
   if (!free_disk.ok()) {
@@ -64,7 +68,7 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.disk_capacity_bytes = *free_disk;
   hw.cpu_cores = profile::OnlineCores();
 
-  Step("disk (O_DIRECT pwrite/pread, 4 MiB requests)");
+  Announce("disk (O_DIRECT pwrite/pread, 4 MiB requests)");
   Result<profile::DiskRates> disk =
       profile::MeasureDisk(o.offload_dir, std::min(kDiskProbeBytes, *free_disk / 4));
   if (!disk.ok()) {
@@ -74,18 +78,18 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.disk_read_gbps = disk->read_gbps;
   hw.disk_write_gbps = disk->write_gbps;
 
-  Step("host memory");
+  Announce("host memory");
   hw.cpu_memory_gbps = profile::HostReadGbps();
-  Step("copies");
+  Announce("copies");
   hw.h2d_gbps = hw.d2h_gbps = profile::MemcpyGbps();
-  Step("GEMM");
+  Announce("GEMM");
   hw.gpu_prefill_tflops = profile::GemmTflops(512);
   hw.gpu_decode_tflops = profile::GemmTflops(16);
-  Step("attention");
+  Announce("attention");
   hw.cpu_attention_gbps = profile::DecodeAttentionGbps();
   hw.cpu_attention_q4_gbps = profile::DecodeAttentionQ4Gbps();
   hw.gpu_attention_prefill_tflops = profile::PrefillAttentionTflops();
-  Step("4-bit expansion");
+  Announce("4-bit expansion");
   hw.gpu_dequant_gbps = profile::ExpandQ4Gbps();
 
   // The emulated device computes with the same CPU kernels and reads the same host memory.
@@ -113,17 +117,22 @@ int ProfileCommand(const ProfileOptions& o) {
     return kExitUnusable;
   }
   const std::string yaml = HardwareSpecToYaml(hw);
-  std::ofstream out(o.out);
+  const std::string path = o.out.empty() ? DefaultHardwareProfilePath() : o.out;
+  std::error_code ec;
+  if (const std::filesystem::path dir = std::filesystem::path(path).parent_path(); !dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+  }
+  std::ofstream out(path);
   out << "# Written by `strata profile`. Rates in GB/s (1e9 bytes/s) and TFLOPS; see\n"
       << "# policy/hardware_spec.h for what each key means.\n"
       << yaml;
   out.close();
   if (!out) {
-    std::cerr << "strata profile: cannot write '" << o.out << "'\n";
+    std::cerr << "strata profile: cannot write '" << path << "'\n";
     return kExitUnusable;
   }
   std::cout << yaml;
-  std::cerr << "strata profile: wrote " << o.out << "\n";
+  std::cerr << "strata profile: wrote " << path << "\n";
   return kExitOk;
 }
 

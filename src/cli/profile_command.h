@@ -12,7 +12,7 @@ class App;
 namespace strata {
 
 struct ProfileOptions {
-  std::string out;                // the YAML file to write
+  std::string out;                // the YAML file to write; empty: DefaultHardwareProfilePath()
   std::string offload_dir = ".";  // where the disk is measured (a scratch file, removed)
   std::string name;               // profile name; default: the host name
 };

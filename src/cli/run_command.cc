@@ -11,6 +11,7 @@
 #include "src/backend/backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/interrupt.h"
+#include "src/cli/lane_report.h"
 #include "src/cli/job_loop.h"
 #include "src/cli/model_path.h"
 #include "src/cli/policy_flags.h"
@@ -18,6 +19,7 @@
 #include "src/job/block_reader.h"
 #include "src/job/chat_template.h"
 #include "src/job/output_writer.h"
+#include "src/memory/model_spec_of.h"
 #include "src/model/model.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
@@ -71,6 +73,21 @@ void LogSummary(const JobMetrics& m, const std::string& output) {
           " generated tokens in " + Fixed(m.generation_s, 2) + " s (" +
           Fixed(m.generated_tokens / secs, 1) + " generated tokens/s, prompt padding " +
           Fixed(100 * m.padding.prompt_waste(), 1) + "%); output in " + output);
+}
+
+// What --policy auto plans a run for, before its prompts are read: prompts of 512 tokens that
+// generate 256, each capped to half the model's context.
+Workload SearchWorkload(const ModelConfig& config) {
+  const int half = std::max(1, config.max_position_embeddings / 2);
+  return {std::min(512, half), std::min(256, half), 0};
+}
+
+// A searched plan that keeps everything on an emulated device is the in-memory Generator's work
+// (the same tokens), without the executor's lane threads and copies.
+bool RunsInMemory(const Plan& plan, const std::optional<HardwareSpec>& hardware) {
+  return hardware && hardware->gpu_emulated && plan.weight_gpu_percent == 100 &&
+         plan.cache_gpu_percent == 100 && plan.activation_gpu_percent == 100 &&
+         !plan.cpu_attention;
 }
 
 }  // namespace
@@ -139,21 +156,35 @@ int RunCommand(const RunOptions& o) {
   Transformer transformer(**model, *backend);
   Generator generator(transformer, **tokenizer, EndOfGenerationIds(**tokenizer, config));
   generator.set_cancel(&stop);
+  std::string hardware_origin;
+  Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
+  if (!hardware.ok()) return Fail(hardware.status());
+  std::optional<ModelSpec> spec;
+  if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
+  Result<ChosenPlan> chosen =
+      ChoosePlan(o.policy, spec, SearchWorkload(config), *hardware, o.batch_size);
+  if (!chosen.ok()) return Fail(chosen.status());
+  const Plan& plan = chosen->plan;
+  LogInfo("hardware profile: " + hardware_origin);
   std::unique_ptr<OffloadGenerator> offload;
-  if (o.policy.any()) {
-    Result<Plan> plan = PlanFromFlags(o.policy);
-    if (!plan.ok()) return Fail(plan.status());
+  if (o.policy.any() || (chosen->searched && !RunsInMemory(plan, *hardware))) {
     offload = std::make_unique<OffloadGenerator>(**model, *backend, **tokenizer,
                                                  EndOfGenerationIds(**tokenizer, config),
-                                                 OffloadOptionsFromFlags(o.policy, *plan));
-    LogInfo("offloading engine: " + PlanToFlexGenFlags(*plan));
+                                                 OffloadOptionsFromFlags(o.policy, *chosen));
+    offload->set_cancel(&stop);
+    LogInfo("plan " + chosen->how + ": offloading engine, " + PlanToFlexGenFlags(plan));
     if (!o.policy.dump_schedule.empty()) {
       Result<BlockSchedule> schedule = offload->ScheduleFor(
-          static_cast<int>(plan->block_size()), 64, 16);
+          static_cast<int>(plan.block_size()), 64, 16);
       if (!schedule.ok()) return Fail(schedule.status());
       Status s = WriteTextFile(o.policy.dump_schedule, DumpSchedule(*schedule));
       return s.ok() ? kExitOk : Fail(s);
     }
+  } else {
+    LogInfo("plan " + chosen->how + ": " +
+            (chosen->searched ? PlanToFlexGenFlags(plan) + ", everything on the emulated device, "
+                              : std::string()) +
+            "run in memory by the Generator");
   }
   m.load_s = Seconds(start);
   LogInfo("loaded in " + Fixed(m.load_s, 2) + " s; " +
@@ -205,6 +236,10 @@ int RunCommand(const RunOptions& o) {
     m.link_bytes = {link(Link::kDiskToCpu), link(Link::kCpuToDisk), link(Link::kCpuToGpu),
                     link(Link::kGpuToCpu)};
     LogInfo(x.ToString());
+    const LaneReport lanes = BuildLaneReport(x, plan, spec, *hardware);
+    m.lane_profile = lanes.profile;
+    m.lane_times = lanes.times;
+    LogInfo(LaneReportText(lanes));
     if (!o.policy.trace.empty()) {
       if (Status s = offload->WriteTrace(o.policy.trace); !s.ok()) LogWarn(s.message());
     }

@@ -17,8 +17,11 @@ struct RunOptions {
   std::string metrics;      // JSON metrics file written when the run ends; empty: none
   double progress_interval_s = 30;  // seconds between progress log lines when not on a terminal
   int threads = 0;          // CPU threads; 0: all cores
-  // Placement over GPU, CPU memory and disk; with no such flag everything stays in memory and the
-  // plain Generator runs (the same tokens, tests/runtime/policy_matrix_test.cc).
+  // Placement over GPU, CPU memory and disk. --policy auto (the default) searches a plan with
+  // the hardware profile; without a profile, or when the searched plan keeps everything on an
+  // emulated device, everything stays in memory and the plain Generator runs (the same tokens,
+  // tests/runtime/policy_matrix_test.cc). A plan by hand, tiers, --trace or --dump-schedule run
+  // the offloading engine.
   PolicyFlags policy;
 };
 

@@ -87,6 +87,14 @@ std::string MetricsJson(const JobMetrics& m) {
                          {"cpu_to_disk", OrNull(l.cpu_to_disk)},
                          {"cpu_to_gpu", OrNull(l.cpu_to_gpu)},
                          {"gpu_to_cpu", OrNull(l.gpu_to_cpu)}};
+  j["lanes"]["profile"] = m.lane_profile.empty() ? Json(nullptr) : Json(m.lane_profile);
+  j["lanes"]["times"] = Json::array();
+  for (const LaneTime& t : m.lane_times) {
+    j["lanes"]["times"].push_back(
+        {{"phase", t.phase}, {"layer", t.layer}, {"lane", t.lane},
+         {"predicted_s", t.predicted_s ? Json(*t.predicted_s) : Json(nullptr)},
+         {"measured_s", t.measured_s}});
+  }
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

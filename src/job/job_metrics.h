@@ -13,8 +13,10 @@
 //                "decode_tokens", "decode_slots", "decode_waste"},
 //    "journal": {"recover_s", "write_s", "share_of_elapsed"},
 //    "memory": {"peak_rss_bytes", "peak_bytes": {"gpu", "cpu", "disk"}},
-//    "links": {"bytes": {"disk_to_cpu", "cpu_to_disk", "cpu_to_gpu", "gpu_to_cpu"}}}
-// memory.peak_bytes and links.bytes are null until the offloading executor reports them.
+//    "links": {"bytes": {"disk_to_cpu", "cpu_to_disk", "cpu_to_gpu", "gpu_to_cpu"}},
+//    "lanes": {"profile", "times": [{"phase", "layer", "lane", "predicted_s", "measured_s"}]}}
+// memory.peak_bytes and links.bytes are null until the offloading executor reports them; lanes
+// is empty without it, and predicted_s and profile are null when no hardware profile was used.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +51,16 @@ struct LinkBytes {
   std::optional<uint64_t> disk_to_cpu, cpu_to_disk, cpu_to_gpu, gpu_to_cpu;
 };
 
+// An executor lane's busy seconds for one kind of layer in one phase of an offloaded run, next
+// to the cost model's prediction (src/cli/lane_report.h).
+struct LaneTime {
+  std::string phase;  // "prefill", "decode"
+  std::string layer;  // "input", "transformer", "output"
+  std::string lane;   // "load", "compute", "store"
+  std::optional<double> predicted_s;
+  double measured_s = 0;
+};
+
 struct JobMetrics {
   std::string model, input, output, shard;
   int exit_code = 0;
@@ -70,6 +82,8 @@ struct JobMetrics {
   uint64_t peak_rss_bytes = 0;
   TierPeakBytes peak_bytes;  // filled by the offloading executor
   LinkBytes link_bytes;  // filled by the offloading executor
+  std::string lane_profile;      // the hardware profile of the predictions; empty: none
+  std::vector<LaneTime> lane_times;  // filled by the offloading executor
 };
 
 // The JSON text above, pretty-printed.

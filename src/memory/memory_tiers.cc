@@ -94,10 +94,19 @@ Overlap OverlapOf(const DiskPiece& p, uint64_t offset, uint64_t length) {
   return {lo - p.file_offset, lo - offset, hi - lo};
 }
 
+// After a read: each piece's bytes from the chunk of file bytes [offset, offset + length).
+void CopyOut(const Run& run, uint64_t offset, uint64_t length, const uint8_t* chunk) {
+  for (const DiskPiece& p : run.pieces) {
+    const Overlap o = OverlapOf(p, offset, length);
+    if (o.bytes > 0) std::memcpy(p.memory + o.in_piece, chunk + o.in_chunk, o.bytes);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layout,
-                                                         const MemoryTiersOptions& options) {
+                                                         const MemoryTiersOptions& options,
+                                                         const std::string& weight_file) {
   std::unique_ptr<MemoryTiers> t(new MemoryTiers());
   for (int i = 0; i < kNumTiers; ++i) t->layout_bytes_[i] = layout.tier_bytes(static_cast<Tier>(i));
   const uint64_t gpu = t->layout_bytes_[static_cast<int>(Tier::kGpu)];
@@ -116,12 +125,23 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
   if (cpu > 0) {
     STRATA_ASSIGN_OR_RETURN(t->host_, AlignedBuffer::Allocate(cpu));
   }
-  if (disk > 0) {
+  if (disk > 0 || !weight_file.empty()) {
     FileEnvOptions env_options;
     env_options.kind = options.file_env;
     if (cpu > 0) env_options.registered_buffers.push_back(t->host_.span());
     STRATA_ASSIGN_OR_RETURN(t->env_, NewFileEnv(env_options));
+    if (options.wrap_file_env) t->env_ = options.wrap_file_env(std::move(t->env_));
+  }
+  if (disk > 0) {
     STRATA_ASSIGN_OR_RETURN(t->scratch_, ScratchFile::Create(t->env_.get(), options.offload_dir, disk));
+  }
+  if (!weight_file.empty()) {
+    Result<std::unique_ptr<DiskFile>> file =
+        t->env_->Open(weight_file, {FileMode::kRead, /*direct=*/true});
+    if (!file.ok()) {
+      return file.status().WithContext("opening the store's weights for the disk tier");
+    }
+    t->weight_file_ = std::move(*file);
   }
   return t;
 }
@@ -146,13 +166,12 @@ std::string MemoryTiers::file_env_name() const { return env_ ? env_->name() : ""
 
 Status MemoryTiers::ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {
   STRATA_CHECK(scratch_ != nullptr);
-  return MoveRuns(*env_, scratch_->file(), IoOp::kRead, Runs(pieces), ring,
-                  [](const Run& run, uint64_t offset, uint64_t length, const uint8_t* chunk) {
-                    for (const DiskPiece& p : run.pieces) {
-                      const Overlap o = OverlapOf(p, offset, length);
-                      if (o.bytes > 0) std::memcpy(p.memory + o.in_piece, chunk + o.in_chunk, o.bytes);
-                    }
-                  });
+  return MoveRuns(*env_, scratch_->file(), IoOp::kRead, Runs(pieces), ring, CopyOut);
+}
+
+Status MemoryTiers::ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {
+  STRATA_CHECK(weight_file_ != nullptr);
+  return MoveRuns(*env_, weight_file_.get(), IoOp::kRead, Runs(pieces), ring, CopyOut);
 }
 
 Status MemoryTiers::WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {

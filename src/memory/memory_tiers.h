@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,6 +30,9 @@ struct MemoryTiersOptions {
   std::string offload_dir = ".";
   // Which FileEnv moves disk bytes (src/io/file_env.h). Default: io_uring, else pread.
   FileEnvKind file_env = FileEnvKind::kAuto;
+  // Tests: wraps the FileEnv before any file is opened through it, e.g. in a FaultInjectingEnv
+  // (src/io/fault_env.h) whose rules the test keeps adding. Default none.
+  std::function<std::unique_ptr<FileEnv>(std::unique_ptr<FileEnv>)> wrap_file_env;
 };
 
 // One piece of a disk transfer: file bytes [file_offset, file_offset + bytes) and memory.
@@ -42,8 +46,11 @@ struct DiskPiece {
 class MemoryTiers {
  public:
   // Allocates every tier `layout` uses. Errors say which tier and how many bytes.
+  // `weight_file` (WeightPlacement::weight_file): a strata store's tensors.bin that disk-resident
+  // weights are read from in place, opened read-only for ReadWeights(); empty: none.
   static Result<std::unique_ptr<MemoryTiers>> Create(const TierLayout& layout,
-                                                     const MemoryTiersOptions& options);
+                                                     const MemoryTiersOptions& options,
+                                                     const std::string& weight_file = "");
 
   // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena.
   uint8_t* At(const Extent& e) const;
@@ -58,6 +65,8 @@ class MemoryTiers {
   // Reads every piece from the scratch file through `ring` (4 KiB-aligned, a multiple of 4 KiB):
   // pieces adjacent in the file are read together in aligned requests, then copied out.
   Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  // ReadDisk from the weight file instead. REQUIRES: Create() was given one.
+  Status ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
   // Writes the pieces through `ring`. Each piece's covering 4 KiB pages are written whole: file
   // bytes in those pages that no piece covers get unspecified values, so callers write whole
   // extents (or bytes they will not read again).
@@ -72,6 +81,7 @@ class MemoryTiers {
   AlignedBuffer device_, host_;
   std::unique_ptr<FileEnv> env_;
   std::unique_ptr<ScratchFile> scratch_;
+  std::unique_ptr<DiskFile> weight_file_;
   uint64_t layout_bytes_[kNumTiers] = {};
   uint64_t device_capacity_ = 0;
 };

@@ -25,9 +25,10 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
                 CachePlacement& out) {
   out.rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads, plan.cache_gpu_percent,
                        plan.cache_cpu_percent);
+  out.format = KvFormatOf(c.head_dim, plan.compress_cache);
   out.head_dim = c.head_dim;
   out.max_len = s.max_len;
-  out.row_bytes = int64_t{s.max_len} * c.head_dim * 4;
+  out.row_bytes = int64_t{s.max_len} * out.format.slot_bytes();
   const uint64_t row = static_cast<uint64_t>(out.row_bytes);
   for (int b = 0; b < c.num_layers; ++b) {
     for (int k = 0; k < s.num_micro_batches; ++k) {
@@ -48,10 +49,16 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
       out.slices.push_back(home);
     }
   }
+  if (plan.compress_cache) {
+    out.prefill = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_prefill",
+                                 2 * static_cast<uint64_t>(c.num_kv_heads) * s.prompt_len *
+                                     c.head_dim * 4,
+                                 kArenaAlignment);
+  }
   if (out.rows.off_gpu() == 0) return;
   const bool delegate = plan.cpu_attention;
   out.staging_len = delegate ? s.prompt_len : s.max_len;
-  const uint64_t staged_row = static_cast<uint64_t>(out.staging_len) * c.head_dim * 4;
+  const uint64_t staged_row = static_cast<uint64_t>(out.staging_len) * out.format.slot_bytes();
   for (int i = 0; i < 2; ++i) {
     const std::string n = std::to_string(i);
     out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kStaging, "kv_staging." + n,
@@ -71,7 +78,8 @@ void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockS
   const TierRows rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads,
                                   plan.cache_gpu_percent, plan.cache_cpu_percent);
   if (!plan.cpu_attention || rows.disk == 0) return;
-  const uint64_t bytes = 2 * static_cast<uint64_t>(s.max_len) * c.head_dim * 4 * rows.disk;
+  const uint64_t bytes = 2 * static_cast<uint64_t>(s.max_len) *
+                         KvFormatOf(c.head_dim, plan.compress_cache).slot_bytes() * rows.disk;
   for (int i = 0; i < 2; ++i) {
     out.cpu_slots[i] = layout.Reserve(Tier::kCpu, MemoryUse::kStaging,
                                       "cpu_attention_cache." + std::to_string(i),
@@ -122,6 +130,21 @@ uint64_t LargestDiskExtent(const TierLayout& layout) {
 
 }  // namespace
 
+KvFormat KvFormatOf(int head_dim, bool q4) {
+  KvFormat f;
+  f.q4 = q4;
+  if (!q4) {
+    f.part_bytes[0] = int64_t{head_dim} * 4;
+    return f;
+  }
+  // kernels/kv_q4_format.h: head_dim / 2 bytes of codes, an fp16 scale and minimum per group of
+  // min(64, head_dim) elements (src/memory does not depend on kernels/; the executor checks it).
+  f.parts = 2;
+  f.part_bytes[0] = head_dim / 2;
+  f.part_bytes[1] = int64_t{head_dim} / std::min(64, head_dim) * 4;
+  return f;
+}
+
 TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
   const int64_t gpu = (rows * gpu_percent + 50) / 100;
   const int64_t gpu_cpu = (rows * (gpu_percent + cpu_percent) + 50) / 100;
@@ -131,22 +154,29 @@ TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
-  if (plan.compress_weight || plan.compress_cache) {
+  if (plan.compress_weight) {
     return Status::Unsupported(
-        "the offloading executor does not run 4-bit weights or cache yet; drop "
-        "--compress-weight/--compress-cache");
+        "the offloading executor does not run 4-bit weights yet; drop --compress-weight (the "
+        "4-bit KV cache, --compress-cache, does run)");
   }
   const ModelConfig& c = model.config();
+  if (plan.compress_cache &&
+      (c.head_dim % 2 != 0 || (c.head_dim > 64 && c.head_dim % 64 != 0))) {
+    return Status::Unsupported("the 4-bit KV cache needs an even head_dim, and a multiple of 64 "
+                               "above 64; this model has " + std::to_string(c.head_dim) +
+                               ": run without --compress-cache");
+  }
   // The homes alone first, to size the disk ring by the largest disk transfer.
   uint64_t largest_disk = 0;
   {
     TierLayout homes;
     CachePlacement cache;
     ActivationPlacement activations;
-    PlaceWeights(model, plan, homes);
+    const WeightPlacement weights = PlaceWeights(model, plan, homes);
     PlaceCache(c, plan, shape, homes, cache);
     PlaceActivations(c, plan, shape, homes, activations);
-    largest_disk = LargestDiskExtent(homes);
+    // Disk weights read in place from a store are disk transfers too, outside the layout.
+    largest_disk = std::max(LargestDiskExtent(homes), weights.largest_store_read);
   }
   Placement p;
   p.plan = plan;

@@ -4,10 +4,13 @@
 // plain data: nothing is allocated here (memory_tiers.h does that, once, from the layout).
 //
 // KV cache: a slice holds gpu_batch_size * num_kv_heads rows, row r being (sequence r / kv_heads,
-// KV head r % kv_heads) with `max_len` slots of head_dim fp32 values, for K and again for V. Rows
-// split over the tiers as the accounting splits them; each tier's rows of a slice lie K rows then
-// V rows in one extent. Attention works row by row, so the GPU rows stay in their home and only
-// the others pass through a cache slot.
+// KV head r % kv_heads) with `max_len` slots, for K and again for V; a slot is head_dim fp32
+// values, or with compress_cache one token in the 4-bit format of kernels/kv_q4_format.h (codes
+// and an fp16 scale and minimum per group). Rows split over the tiers as the accounting splits
+// them; each tier's rows of a slice lie in one extent as planes (KvFormat): K rows then V rows,
+// and for 4 bits K codes, K params, V codes, V params, so that the rows of a sequence are the
+// planes the 4-bit attention kernel reads. Attention works row by row, so the GPU rows stay in
+// their home and only the others pass through a cache slot.
 // Activations: a micro-batch's hidden states are gpu_batch_size * prompt_len token rows of
 // hidden_size fp32 values, split by rows the same way; when any row is off the GPU each layer
 // works in an activation slot that the load and store lanes fill from and drain to the homes.
@@ -39,22 +42,46 @@ struct BlockShape {
   int max_len = 2;            // prompt_len + tokens generated: KV slots per sequence
 };
 
-// One unit's rows on each tier (a KV slice: K rows then V rows in each extent).
+// One unit's rows on each tier (a KV slice: its KvFormat planes in each extent).
 struct TierExtents {
   Extent gpu, cpu, disk;
 };
 
+// How a K (or V) row stores a slot: in one part (fp32: head_dim * 4 bytes) or two (4 bits: the
+// codes, head_dim / 2 bytes, then the params, head_dim / Q4Group * 4 bytes). A buffer of `rows`
+// rows of `len` slots lies as 2 * parts planes [rows, len, part bytes], K's parts then V's.
+struct KvFormat {
+  bool q4 = false;
+  int parts = 1;
+  int64_t part_bytes[2] = {0, 0};  // bytes of one slot in each part
+
+  int planes() const { return 2 * parts; }
+  int64_t plane_slot_bytes(int plane) const { return part_bytes[plane % parts]; }
+  int64_t slot_bytes() const { return part_bytes[0] + part_bytes[1]; }  // one K (or V) slot
+  // Where plane `plane` begins in a buffer of `rows` rows of `len` slots.
+  int64_t PlaneOffset(int plane, int64_t rows, int64_t len) const {
+    return rows * len * ((plane / parts) * slot_bytes() + (plane % parts) * part_bytes[0]);
+  }
+};
+// The format of `head_dim` heads, 4-bit or fp32: what policy/memory_accounting.h's
+// KvHeadTokenBytes counts per slot.
+KvFormat KvFormatOf(int head_dim, bool q4);
+
 struct CachePlacement {
   TierRows rows;              // of one slice
+  KvFormat format;
   int head_dim = 0;
   int max_len = 0;
-  int64_t row_bytes = 0;      // one K (or V) row: max_len * head_dim * 4
+  int64_t row_bytes = 0;      // one K (or V) row: max_len * format.slot_bytes()
   int staging_len = 0;        // slots per row in a cache slot: max_len, or prompt_len when only
                               // the prefill passes through it (CPU attention)
   std::vector<TierExtents> slices;  // [block * num_micro_batches + k]
-  Extent slots[2];            // GPU: the off-GPU rows of the slice computing, K then V
+  Extent slots[2];            // GPU: the off-GPU rows of the slice computing, in its planes
   Extent cpu_slots[2];        // CPU attention: the disk rows of a decode step, laid as on disk
   Extent cpu_workspace[2];    // CPU attention: queries and outputs of one micro-batch
+  Extent prefill;             // GPU, 4-bit cache: the prompt's fp32 keys and values of one
+                              // sequence, [kv_heads, prompt_len, head_dim] each, that the
+                              // prefill attends to (one sequence at a time)
 };
 
 struct ActivationPlacement {
@@ -78,8 +105,9 @@ struct Placement {
                               // moving lane; bytes 0 when nothing lives on disk
 };
 
-// Places a block of `shape` by `plan`. Unsupported for compressed weights or cache (not yet
-// executed off the GPU), InvalidArgument for a plan or shape that does not validate.
+// Places a block of `shape` by `plan`. Unsupported for compressed weights (not yet executed
+// by the offloading engine) and for a 4-bit cache the model's head_dim cannot be grouped for,
+// InvalidArgument for a plan or shape that does not validate.
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape);
 
 }  // namespace strata

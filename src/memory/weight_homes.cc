@@ -1,7 +1,11 @@
 #include "src/memory/weight_homes.h"
 
+#include <atomic>
 #include <cstring>
 #include <vector>
+
+#include "policy/memory_accounting.h"
+#include "src/core/log.h"
 
 namespace strata {
 namespace {
@@ -13,16 +17,34 @@ const uint8_t* RowsOf(const PlacedTensor& t, int64_t first_row) {
   return static_cast<const uint8_t*>(t.source.data) + first_row * t.row_bytes;
 }
 
+// One line saying where the disk weights are read from, and why when they are copied; once per
+// process for each path (a job re-places for longer prompts with the same answer).
+void LogDiskWeights(const WeightPlacement& weights, uint64_t copied_bytes) {
+  static std::atomic<bool> logged_store{false}, logged_copy{false};
+  if (weights.store_disk_bytes > 0 && !logged_store.exchange(true)) {
+    LogInfo("disk weights: " + FormatBytes(static_cast<int64_t>(weights.store_disk_bytes)) +
+            " read in place from " + weights.weight_file);
+  }
+  if (copied_bytes > 0 && !logged_copy.exchange(true)) {
+    LogInfo("disk weights: " + FormatBytes(static_cast<int64_t>(copied_bytes)) +
+            " copied to the scratch file, as their bytes in memory are not a strata store's "
+            "(converted or expanded at load); `strata convert` the model without "
+            "--compress-weight to read them in place");
+  }
+}
+
 }  // namespace
 
 Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers) {
   std::vector<DiskPiece> disk;
+  uint64_t copied_bytes = 0;
   for (const PlacedLayer& layer : weights.layers) {
     for (const PlacedTensor& t : layer.tensors) {
       if (t.tied) continue;  // the input layer's tensor, already home
       if (t.gpu_rows > 0) std::memcpy(tiers.At(t.gpu_home), RowsOf(t, 0), t.gpu_home.bytes);
       if (t.cpu_rows > 0) std::memcpy(tiers.At(t.cpu_home), RowsOf(t, t.gpu_rows), t.cpu_home.bytes);
-      if (t.disk_rows > 0) {
+      if (t.disk_rows > 0 && !t.disk_in_store) {
+        copied_bytes += t.disk_home.bytes;
         // WriteDisk only reads the pieces' memory.
         disk.push_back({t.disk_home.offset,
                         const_cast<uint8_t*>(RowsOf(t, t.gpu_rows + t.cpu_rows)),
@@ -30,6 +52,7 @@ Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers)
       }
     }
   }
+  LogDiskWeights(weights, copied_bytes);
   if (disk.empty()) return Status::Ok();
   STRATA_ASSIGN_OR_RETURN(AlignedBuffer ring, AlignedBuffer::Allocate(kWriteRingBytes));
   return tiers.WriteDisk(disk, ring.span()).WithContext("writing weights to the offload directory");

@@ -1,10 +1,11 @@
 // Copies a model's weights to the homes a WeightPlacement gave them, once, before a run: GPU rows
 // to the device arena, CPU rows to the pinned host arena, disk rows to the scratch file.
 //
-// Disk weights are a scratch copy for now: a loaded model's tensors may be dequantized or
-// converted in memory (GGUF, unaligned safetensors), so there is not always a file region to read
-// them from. Reading them in place from the strata store (src/io, `strata convert`) replaces
-// this copy once the store exists.
+// Disk rows that are a strata store's own bytes (PlacedTensor::disk_in_store) are not copied:
+// the load lane reads them from the store's tensors.bin (no second copy, unlike FlexGen). The
+// scratch copy remains for tensors with no exact file image: a GGUF or safetensors model
+// converted in memory, 4-bit store tensors expanded at load. Which path is taken, and why, is
+// logged once per process.
 #pragma once
 
 #include "src/core/status.h"

@@ -158,12 +158,30 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
       AssignSlot(layer, t);
     }
     layer.home_bytes = {split.gpu_bytes, split.cpu_bytes, split.disk_bytes};
+    uint64_t store_bytes = 0;
+    for (PlacedTensor& t : layer.tensors) {
+      const int64_t in_store = model.StoreOffsetOf(t.source.data);
+      if (t.disk_rows == 0 || in_store < 0) continue;
+      const uint64_t bytes = static_cast<uint64_t>(t.disk_rows * t.row_bytes);
+      t.disk_home = {Tier::kDisk,
+                     static_cast<uint64_t>(in_store + (t.gpu_rows + t.cpu_rows) * t.row_bytes),
+                     bytes};
+      t.disk_in_store = true;
+      store_bytes += bytes;
+      disk_bytes -= static_cast<int64_t>(bytes);
+    }
+    if (store_bytes > 0) {
+      out.weight_file = model.store_data_path();
+      out.store_disk_bytes += store_bytes;
+      out.largest_store_read = std::max(out.largest_store_read, store_bytes);
+    }
     if (disk_bytes > 0) {
       // The layer's disk rows back to back: one aligned extent, read in large requests.
       const Extent disk = layout.Reserve(Tier::kDisk, MemoryUse::kWeights, prefix + "disk",
                                          static_cast<uint64_t>(disk_bytes), kDiskAlignment);
       uint64_t offset = disk.offset;
       for (PlacedTensor& t : layer.tensors) {
+        if (t.disk_in_store) continue;
         const uint64_t bytes = static_cast<uint64_t>(t.disk_rows * t.row_bytes);
         if (bytes > 0) t.disk_home = {Tier::kDisk, offset, bytes};
         offset += bytes;

@@ -33,6 +33,9 @@ struct PlacedTensor {
   int64_t cpu_rows = 0;      // the next cpu_rows in pinned CPU memory,
   int64_t disk_rows = 0;     // the rest on disk
   Extent gpu_home, cpu_home, disk_home;  // bytes == rows * row_bytes (0 when no rows there)
+  // The disk rows are the store's own bytes (Model::StoreOffsetOf): disk_home is an extent of
+  // WeightPlacement::weight_file, read in place, not of the scratch file (no 4 KiB alignment).
+  bool disk_in_store = false;
   int part = 0;              // a block's attention (0) or MLP (1) scheduling layer uses it
   int64_t slot_offset = -1;  // where it is assembled in a weight slot; -1: wholly on the GPU
   bool tied = false;         // the output layer's view of the input layer's token embedding
@@ -56,7 +59,10 @@ struct PlacedLayer {
 struct WeightPlacement {
   std::vector<PlacedLayer> layers;  // input, block 0 .. L-1, output
   uint64_t slot_bytes = 0;          // the largest part of any layer: one weight slot
-  TierBytes home_bytes;             // all homes
+  TierBytes home_bytes;             // all homes; disk: scratch and in-store rows alike
+  std::string weight_file;          // the store's tensors.bin when any disk row is read in place
+  uint64_t store_disk_bytes = 0;    // disk rows read in place: in home_bytes, not in the layout
+  uint64_t largest_store_read = 0;  // the most in-place disk bytes one layer reads at once
 
   const PlacedLayer& input() const { return layers.front(); }
   const PlacedLayer& block(int b) const { return layers[static_cast<size_t>(b) + 1]; }
@@ -69,7 +75,9 @@ struct WeightPlacement {
 std::vector<WeightLayer> ModelWeightLayers(const Model& model);
 
 // Places the weights by `plan`'s weight percents, reserving their homes in `layout` (GPU and
-// CPU homes per tensor; disk rows of a layer back to back in one 4 KiB-aligned extent).
+// CPU homes per tensor; disk rows of a layer back to back in one 4 KiB-aligned extent of the
+// scratch file). Disk rows of a tensor that is a strata store's own bytes stay in the store:
+// their home is its extent of tensors.bin, and the layout reserves nothing for them.
 WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& layout);
 
 }  // namespace strata

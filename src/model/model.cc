@@ -42,12 +42,26 @@ uint64_t Model::weight_bytes() const {
   return total;
 }
 
+int64_t Model::StoreOffsetOf(const void* data) const {
+  if (store_data_ == nullptr) return -1;
+  const auto* p = static_cast<const uint8_t*>(data);
+  const uint8_t* base = store_data_->data();
+  if (p < base || p >= base + store_data_->size()) return -1;
+  return p - base;
+}
+
 ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
   model_->source_ = std::move(source);
 }
 
 void ModelBuilder::AddFile(std::unique_ptr<MappedFile> file) {
   model_->files_.push_back(std::move(file));
+}
+
+void ModelBuilder::AddStoreData(std::unique_ptr<MappedFile> file) {
+  model_->store_data_path_ = file->path();
+  model_->store_data_ = file.get();
+  AddFile(std::move(file));
 }
 
 float* ModelBuilder::NewBuffer(size_t n) {

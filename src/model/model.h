@@ -71,6 +71,12 @@ class Model {
   // Bytes of weight data the forward pass reads (all tensors, as stored in memory).
   uint64_t weight_bytes() const;
   const std::string& source() const { return source_; }
+  // The tensors.bin of the strata store the model was loaded from; empty for other sources.
+  const std::string& store_data_path() const { return store_data_path_; }
+  // The offset in store_data_path() of the bytes at `data` when they are the store's own bytes,
+  // unchanged (a raw store tensor is a view into its map; checksums were verified at load);
+  // -1 otherwise (other sources, 4-bit store tensors expanded at load).
+  int64_t StoreOffsetOf(const void* data) const;
 
  private:
   friend class ModelBuilder;
@@ -81,6 +87,8 @@ class Model {
   GgufTokenizerData gguf_tokenizer_;
   std::string chat_template_;
   std::string source_;
+  std::string store_data_path_;
+  const MappedFile* store_data_ = nullptr;  // one of files_
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::vector<float>> owned_;  // expanded quantized tensors
 };

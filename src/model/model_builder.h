@@ -22,6 +22,9 @@ class ModelBuilder {
 
   // Keeps `file` alive as long as the Model, for the views into it.
   void AddFile(std::unique_ptr<MappedFile> file);
+  // Keeps `file`, a store's tensors.bin, alive as AddFile does, and records it as the file
+  // Model::StoreOffsetOf() finds views in.
+  void AddStoreData(std::unique_ptr<MappedFile> file);
   // A zeroed F32 buffer of `n` elements owned by the Model.
   float* NewBuffer(size_t n);
   // `view` itself when its data is aligned to its element size, else an F32 copy the Model owns

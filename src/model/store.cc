@@ -429,7 +429,7 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
   for (const StoreTensor& t : tensors) {
     if (!loaded.contains(&t)) return corrupt("tensor '" + t.name + "' is not part of this model");
   }
-  b.AddFile(std::move(data));
+  b.AddStoreData(std::move(data));
   return b.Finish();
 }
 

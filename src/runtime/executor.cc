@@ -146,6 +146,11 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
     for (const Step& step : steps) {
       if (static_cast<int>(step.lane) != lane) continue;
       for (int w : step.waits) done[w].wait(0);
+      if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
+        int last = last_token.load();
+        while (last >= step.token && !last_token.compare_exchange_weak(last, step.token - 1)) {
+        }
+      }
       const bool run_it = step.token <= last_token.load();
       if (run_it) {
         if (options.jitter_us > 0) {
@@ -154,7 +159,8 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
         guard.Begin(step);
         const double t0 = record.NowUs();
         Status s = Execute(step, schedule, run, record);
-        record.AddStep(step.lane, SpanName(step, schedule.shape.blocks), t0, record.NowUs());
+        record.AddStep(step.lane, RoleOfLayer(step.layer, schedule.shape.blocks), step.token,
+                       SpanName(step, schedule.shape.blocks), t0, record.NowUs());
         if (!s.ok()) {
           std::lock_guard<std::mutex> lock(error_mu);
           if (error.ok()) error = s;

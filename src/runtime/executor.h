@@ -11,6 +11,7 @@
 // data.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -29,6 +30,10 @@ struct ExecutorOptions {
   // lanes as far as their waits allow. Default 0.
   int jitter_us = 0;
   uint32_t jitter_seed = 1;
+  // Once *cancel is true, each lane skips every step of a token later than the one it has
+  // reached (the running steps finish, the lanes end, Run returns ok); the block's results
+  // are then incomplete. nullptr (the default): never. REQUIRES: *cancel outlives Run.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 // Thread-compatible: one Run at a time.

@@ -3,23 +3,88 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/cpu/kv_q4.h"
+#include "kernels/kv_q4_format.h"
+
 namespace strata {
 namespace {
 
-// True when row first + i lies i rows after row `first`, with the same stride, for K and V.
+// True when row first + i lies i rows after row `first`, with the same stride, for K and V (for
+// 4-bit rows: in each of the four planes).
 bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim) {
   const KvRow& r0 = rows[static_cast<size_t>(first)];
   const KvRow& r = rows[static_cast<size_t>(first + i)];
+  if (r.stride != r0.stride) return false;
+  if (r0.k_codes != nullptr) {
+    const long codes = static_cast<long>(r0.stride) * kernels::Q4CodeBytes(head_dim);
+    const long params = static_cast<long>(r0.stride) * kernels::Q4ParamHalves(head_dim);
+    return r.k_codes == r0.k_codes + i * codes && r.v_codes == r0.v_codes + i * codes &&
+           r.k_params == r0.k_params + i * params && r.v_params == r0.v_params + i * params;
+  }
   const long step = static_cast<long>(r0.stride) * head_dim;
-  return r.stride == r0.stride && r.k == r0.k + i * step && r.v == r0.v + i * step;
+  return r.k == r0.k + i * step && r.v == r0.v + i * step;
+}
+
+// The number of whole sequences from row r (a sequence's first row) within [r, row_end) whose
+// rows lie as one contiguous cache.
+int ContiguousSequences(const std::vector<KvRow>& rows, int r, int row_end, int kvh, int d) {
+  int seqs = 0;
+  while (r % kvh == 0 && r + (seqs + 1) * kvh <= row_end) {
+    bool follows = true;
+    for (int i = seqs * kvh; i < (seqs + 1) * kvh && follows; ++i) follows = Follows(rows, r, i, d);
+    if (!follows) break;
+    ++seqs;
+  }
+  return seqs;
 }
 
 }  // namespace
 
+KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int64_t index) {
+  const auto plane = [&](int p) {
+    return base + format.PlaneOffset(p, rows, len) + index * len * format.plane_slot_bytes(p);
+  };
+  KvRow row;
+  row.stride = len;
+  if (!format.q4) {
+    row.k = reinterpret_cast<float*>(plane(0));
+    row.v = reinterpret_cast<float*>(plane(1));
+    return row;
+  }
+  row.k_codes = plane(0);
+  row.k_params = reinterpret_cast<uint16_t*>(plane(1));
+  row.v_codes = plane(2);
+  row.v_params = reinterpret_cast<uint16_t*>(plane(3));
+  return row;
+}
+
 void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
-                 int head_dim, const float* k_new, const float* v_new, int tokens,
-                 int first_slot) {
+                 int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
+                 bool q4, bool rotate_keys, std::vector<float>& scratch) {
   const size_t d = static_cast<size_t>(head_dim);
+  if (q4) {
+    // One row's tokens gathered, then quantized as KvCache::Write does for a whole cache (each
+    // token of each head on its own, so the codes are the same bits).
+    scratch.resize(2 * static_cast<size_t>(tokens) * d);
+    float* k_rows = scratch.data();
+    float* v_rows = k_rows + static_cast<size_t>(tokens) * d;
+    for (int r = row_begin; r < row_end; ++r) {
+      const KvRow& row = rows[static_cast<size_t>(r)];
+      const int b = r / kv_heads;
+      const int h = r % kv_heads;
+      for (int t = 0; t < tokens; ++t) {
+        const size_t src = ((static_cast<size_t>(b) * tokens + t) * kv_heads + h) * d;
+        std::memcpy(k_rows + t * d, k_new + src, d * sizeof(float));
+        std::memcpy(v_rows + t * d, v_new + src, d * sizeof(float));
+      }
+      const kernels::cpu::Q4CacheShape s{1, 1, row.stride, head_dim};
+      kernels::cpu::WriteQ4Cache(s, k_rows, tokens, first_slot, rotate_keys, row.k_codes,
+                                 row.k_params);
+      kernels::cpu::WriteQ4Cache(s, v_rows, tokens, first_slot, false, row.v_codes,
+                                 row.v_params);
+    }
+    return;
+  }
   for (int r = row_begin; r < row_end; ++r) {
     const KvRow& row = rows[static_cast<size_t>(r)];
     const int b = r / kv_heads;
@@ -45,13 +110,7 @@ void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
   while (r < row_end) {
     const int b = r / kvh;
     // A run of whole sequences laid out as one contiguous cache: one call.
-    int seqs = 0;
-    while (r % kvh == 0 && r + (seqs + 1) * kvh <= row_end) {
-      bool follows = true;
-      for (int i = seqs * kvh; i < (seqs + 1) * kvh && follows; ++i) follows = Follows(rows, r, i, d);
-      if (!follows) break;
-      ++seqs;
-    }
+    const int seqs = ContiguousSequences(rows, r, row_end, kvh, d);
     if (seqs > 0) {
       AttentionShape s = shape;
       s.batch = seqs;
@@ -87,6 +146,39 @@ void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
         std::memcpy(out + at, o_rows + t * width, width * sizeof(float));
       }
     }
+    ++r;
+  }
+}
+
+void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float* q,
+                  const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
+                  float* out) {
+  const int kvh = shape.num_kv_heads;
+  const int group = shape.num_heads / kvh;
+  const int d = shape.head_dim;
+  const size_t seq_floats = static_cast<size_t>(shape.num_heads) * d;
+  int r = row_begin;
+  while (r < row_end) {
+    const int b = r / kvh;
+    const KvRow& row = rows[static_cast<size_t>(r)];
+    const kernels::cpu::Q4CacheView k{row.k_codes, row.k_params};
+    const kernels::cpu::Q4CacheView v{row.v_codes, row.v_params};
+    kernels::cpu::DecodeAttentionQ4Shape s = shape;
+    s.max_len = row.stride;
+    const int seqs = ContiguousSequences(rows, r, row_end, kvh, d);
+    if (seqs > 0) {
+      s.batch = seqs;
+      kernels::cpu::DecodeAttentionQ4(s, q + b * seq_floats, k, v, start + b,
+                                      out + b * seq_floats);
+      r += seqs * kvh;
+      continue;
+    }
+    // One row: its KV head serves `group` consecutive query heads.
+    s.batch = 1;
+    s.num_heads = group;
+    s.num_kv_heads = 1;
+    const size_t at = b * seq_floats + static_cast<size_t>(r % kvh) * group * d;
+    kernels::cpu::DecodeAttentionQ4(s, q + at, k, v, start + b, out + at);
     ++r;
   }
 }

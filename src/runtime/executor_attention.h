@@ -2,28 +2,43 @@
 // slice is (sequence r / kv_heads, KV head r % kv_heads); the executor keeps each tier's rows of
 // a slice in its own memory (GPU home, cache slot, CPU home, CPU-attention slot), so a row is
 // found through a table. Each (sequence, query head, token) is computed exactly as one
-// Backend::Attention call over a contiguous cache computes it, so results are the same bits.
+// Backend::Attention call over a contiguous cache computes it (or, for the 4-bit cache, one
+// kernels::cpu::DecodeAttentionQ4 call, as Transformer's compressed path does), so results are
+// the same bits.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/attention_q4.h"
 #include "src/backend/backend.h"
+#include "src/memory/placement.h"
 
 namespace strata {
 
-// One K row and one V row, each `stride` slots of head_dim fp32 values.
+// One K row and one V row, each `stride` slots: head_dim fp32 values per slot (k, v), or for the
+// 4-bit cache the codes and params planes of kernels/kv_q4_format.h (k_codes ... v_params).
 struct KvRow {
   float* k = nullptr;
   float* v = nullptr;
   int stride = 0;
+  uint8_t* k_codes = nullptr;
+  uint16_t* k_params = nullptr;
+  uint8_t* v_codes = nullptr;
+  uint16_t* v_params = nullptr;
 };
+
+// Row `index` of a buffer at `base` holding `rows` rows of `len` slots in `format`'s planes.
+KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int64_t index);
 
 // Stores this step's keys and values, k_new and v_new [batch * tokens, kv_heads * head_dim]
 // (token-major, as a Linear writes them), in slots [first_slot, first_slot + tokens) of rows
-// [row_begin, row_end) of `rows`. Same layout rule as KvCache::Write.
+// [row_begin, row_end) of `rows`. Same layout rule as KvCache::Write; 4-bit rows (`q4`) are
+// quantized as KvCache::Write quantizes them (keys Walsh–Hadamard rotated first with
+// `rotate_keys`), through `scratch`.
 void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
-                 int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot);
+                 int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
+                 bool q4, bool rotate_keys, std::vector<float>& scratch);
 
 // out = attention of q over rows [row_begin, row_end) of `rows`, for the query heads those rows
 // serve; other heads of `out` are left as they are. `shape` is the whole micro-batch's (its
@@ -33,5 +48,11 @@ void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int
 void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
                 const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
                 float* out, std::vector<float>& scratch);
+
+// AttendRows for a decode step (one token) over 4-bit rows, on the 4-bit codes directly
+// (kernels/cpu/attention_q4.h). `shape`'s batch and max_len are ignored.
+void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float* q,
+                  const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
+                  float* out);
 
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/kv_q4_format.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -24,6 +25,11 @@ BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend
       tiers_(tiers),
       delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0) {
   STRATA_CHECK(&device_backend != &cpu_backend);
+  if (p_.cache.format.q4) {
+    const int d = model.config().head_dim;
+    STRATA_CHECK(p_.cache.format.part_bytes[0] == kernels::Q4CodeBytes(d) &&
+                 p_.cache.format.part_bytes[1] == 2 * kernels::Q4ParamHalves(d));
+  }
   for (int s = 0; s < 2; ++s) {
     block_views_[s] = model.weights().layers;
     for (size_t b = 0; b < block_views_[s].size(); ++b) {
@@ -110,24 +116,20 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   const TierExtents& home =
       c.slices[static_cast<size_t>(block * p_.shape.num_micro_batches + step.micro_batch)];
   const int64_t g = c.rows.gpu, cpu = c.rows.cpu, disk = c.rows.disk;
-  const int64_t row = int64_t{c.max_len} * c.head_dim;  // floats
   const bool delegated = delegate_ && step.token > 0;
   rows_.resize(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     KvRow& kv = rows_[static_cast<size_t>(r)];
     if (r < g) {
-      auto* base = reinterpret_cast<float*>(tiers_.At(home.gpu));
-      kv = {base + r * row, base + (g + r) * row, c.max_len};
+      kv = KvRowAt(c.format, tiers_.At(home.gpu), g, c.max_len, r);
     } else if (delegated && r < g + cpu) {
-      auto* base = reinterpret_cast<float*>(tiers_.At(home.cpu));
-      kv = {base + (r - g) * row, base + (cpu + r - g) * row, c.max_len};
+      kv = KvRowAt(c.format, tiers_.At(home.cpu), cpu, c.max_len, r - g);
     } else if (delegated) {
-      auto* base = reinterpret_cast<float*>(tiers_.At(c.cpu_slots[step.cache_slot]));
-      kv = {base + (r - g - cpu) * row, base + (disk + r - g - cpu) * row, c.max_len};
+      kv = KvRowAt(c.format, tiers_.At(c.cpu_slots[step.cache_slot]), disk, c.max_len,
+                   r - g - cpu);
     } else {
-      auto* base = reinterpret_cast<float*>(tiers_.At(c.slots[step.cache_slot]));
-      const int64_t staged = int64_t{c.staging_len} * c.head_dim;
-      kv = {base + (r - g) * staged, base + (c.rows.off_gpu() + r - g) * staged, c.staging_len};
+      kv = KvRowAt(c.format, tiers_.At(c.slots[step.cache_slot]), c.rows.off_gpu(),
+                   c.staging_len, r - g);
     }
   }
 }
@@ -156,8 +158,23 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   const int local = delegate_ && step.token > 0
                         ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
                         : rows;
-  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, buf.k, buf.v, in.new_tokens, first_slot);
-  AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
+  const bool q4 = p_.cache.format.q4;
+  // Keys are not rotated: a plan does not carry rotate_keys (strata perplexity only).
+  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, buf.k, buf.v, in.new_tokens, first_slot, q4,
+              /*rotate_keys=*/false, scratch_);
+  kernels::cpu::DecodeAttentionQ4Shape q4_shape;
+  q4_shape.num_heads = cfg.num_heads;
+  q4_shape.num_kv_heads = kvh;
+  q4_shape.head_dim = cfg.head_dim;
+  q4_shape.cache_len = in.cache_len;
+  q4_shape.scale = shape.scale;
+  if (!q4) {
+    AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
+  } else if (step.token == 0) {
+    PrefillOnFp32(in, buf, shape);
+  } else {
+    AttendRowsQ4(q4_shape, buf.q, rows_, 0, local, in.start.data(), buf.attn);
+  }
   if (local < rows) {
     // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
     // of the output.
@@ -169,17 +186,49 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     float* out_cpu = q_cpu + static_cast<size_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
                                  cfg.head_dim;
     const double t0 = record.NowUs();
-    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, buf.k, buf.v, 1, first_slot);
+    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, buf.k, buf.v, 1, first_slot, q4,
+                /*rotate_keys=*/false, scratch_);
     std::memcpy(q_cpu + begin, buf.q + begin, bytes);
     const double t1 = record.NowUs();
     record.AddTransfer(Link::kGpuToCpu, t0, t1,
                        bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
-    AttendRows(cpu_, shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, scratch_);
+    if (q4) {
+      AttendRowsQ4(q4_shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu);
+    } else {
+      AttendRows(cpu_, shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, scratch_);
+    }
     const double t2 = record.NowUs();
     std::memcpy(buf.attn + begin, out_cpu + begin, bytes);
     record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
   transformer_.AttentionOutput(w, in.batch * in.new_tokens, buf.attn, hidden);
+}
+
+void BlockCompute::PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
+                                 AttentionShape shape) {
+  // As Transformer's prefill on a compressed cache: the prompt attends to its own fp32 keys and
+  // values (no earlier slots), laid out [kv_heads, cache_len, head_dim], one sequence at a time
+  // (each sequence's attention is computed on its own either way).
+  const ModelConfig& cfg = model_.config();
+  const size_t d = static_cast<size_t>(cfg.head_dim);
+  const int kvh = cfg.num_kv_heads;
+  auto* kf = reinterpret_cast<float*>(tiers_.At(p_.cache.prefill));
+  float* vf = kf + static_cast<size_t>(kvh) * in.cache_len * d;
+  const size_t seq_floats = static_cast<size_t>(in.new_tokens) * cfg.num_heads * d;
+  shape.batch = 1;
+  shape.max_len = in.cache_len;
+  for (int b = 0; b < in.batch; ++b) {
+    for (int t = 0; t < in.new_tokens; ++t) {
+      for (int h = 0; h < kvh; ++h) {
+        const size_t src = ((static_cast<size_t>(b) * in.new_tokens + t) * kvh + h) * d;
+        const size_t dst = (static_cast<size_t>(h) * in.cache_len + t) * d;
+        std::memcpy(kf + dst, buf.k + src, d * sizeof(float));
+        std::memcpy(vf + dst, buf.v + src, d * sizeof(float));
+      }
+    }
+    device_.Attention(shape, buf.q + b * seq_floats, kf, vf, in.start.data() + b,
+                      buf.attn + b * seq_floats);
+  }
 }
 
 void BlockCompute::Output(const Step& step, BlockRun& run, const float* hidden) {

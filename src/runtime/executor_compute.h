@@ -2,6 +2,13 @@
 // KV cache wherever placement put them. Decode attention over rows that live in CPU memory runs
 // on the CPU over those rows (CPU delegation) with the micro-batch's own CPU workspace, so the
 // next micro-batch's load never touches what this one computes on.
+//
+// With the 4-bit cache (plan.compress_cache) the rows hold codes and params wherever they live:
+// each step quantizes the keys and values it writes (the prefill the prompt's rows, a decode
+// step one slot per sequence and KV head), decode attention reads the codes directly
+// (kernels/cpu/attention_q4.h, on the CPU for delegated rows and for the emulated device alike),
+// and the prefill attends to the prompt's fp32 keys and values (placement's kv_prefill), as
+// Transformer's compressed path does, so the tokens are Generator's with the same cache.
 #pragma once
 
 #include <vector>
@@ -43,6 +50,9 @@ class BlockCompute {
  private:
   void Input(const Step& step, BlockRun& run, float* hidden);
   void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
+  // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
+  void PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
+                     AttentionShape shape);
   void Output(const Step& step, BlockRun& run, const float* hidden);
   // The KV rows of slice (block, k) for `step`, in rows_.
   void BuildRows(const Step& step, int block, int rows);

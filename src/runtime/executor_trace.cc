@@ -19,6 +19,8 @@ const char* LinkName(Link link) {
   return "?";
 }
 
+const char* PhaseName(Phase phase) { return phase == Phase::kPrefill ? "prefill" : "decode"; }
+
 double ExecutorMetrics::overlap() const {
   const double busiest = *std::max_element(lane_busy_s.begin(), lane_busy_s.end());
   return busiest > 0 ? wall_s / busiest : 0;
@@ -28,9 +30,15 @@ void ExecutorMetrics::Accumulate(const ExecutorMetrics& o) {
   wall_s += o.wall_s;
   prefill_s += o.prefill_s;
   sequences += o.sequences;
+  blocks += o.blocks;
   prompt_len = std::max(prompt_len, o.prompt_len);
   tokens = std::max(tokens, o.tokens);
   for (int i = 0; i < kNumLanes; ++i) lane_busy_s[i] += o.lane_busy_s[i];
+  for (int p = 0; p < kNumPhases; ++p) {
+    for (int r = 0; r < kNumLayerRoles; ++r) {
+      for (int i = 0; i < kNumLanes; ++i) step_busy_s[p][r][i] += o.step_busy_s[p][r][i];
+    }
+  }
   for (int i = 0; i < kNumLinks; ++i) {
     link_busy_s[i] += o.link_busy_s[i];
     link_bytes[i] += o.link_bytes[i];
@@ -69,10 +77,15 @@ std::string ExecutorMetrics::ToString() const {
 }
 
 void SumSpans(const std::vector<LaneRecord>& records, ExecutorMetrics& metrics) {
+  ++metrics.blocks;
   for (const LaneRecord& r : records) {
     for (const TraceSpan& s : r.spans()) {
       if (s.track < kNumLanes) {
         metrics.lane_busy_s[static_cast<size_t>(s.track)] += s.dur_us * 1e-6;
+        if (s.role >= 0 && s.role < kNumLayerRoles && s.token >= 0) {
+          metrics.step_busy_s[s.token == 0 ? 0 : 1][static_cast<size_t>(s.role)]
+                             [static_cast<size_t>(s.track)] += s.dur_us * 1e-6;
+        }
       } else {
         metrics.link_busy_s[static_cast<size_t>(s.track - kNumLanes)] += s.dur_us * 1e-6;
         metrics.link_bytes[static_cast<size_t>(s.track - kNumLanes)] += s.bytes;

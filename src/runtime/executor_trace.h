@@ -27,6 +27,8 @@ struct TraceSpan {
   double start_us = 0;  // since the block started
   double dur_us = 0;
   uint64_t bytes = 0;   // links only
+  int role = -1;        // lane steps: the LayerRole of the step's layer; -1 for links
+  int token = -1;       // lane steps: the token step (0: prefill)
 };
 
 // One lane's spans. Only its lane appends, so no lock is needed; read after the lanes joined.
@@ -39,8 +41,10 @@ class LaneRecord {
   double NowUs() const {
     return std::chrono::duration<double, std::micro>(Clock::now() - origin_).count();
   }
-  void AddStep(Lane lane, std::string name, double start_us, double end_us) {
-    spans_.push_back({static_cast<int>(lane), std::move(name), start_us, end_us - start_us, 0});
+  void AddStep(Lane lane, LayerRole role, int token, std::string name, double start_us,
+               double end_us) {
+    spans_.push_back({static_cast<int>(lane), std::move(name), start_us, end_us - start_us, 0,
+                      static_cast<int>(role), token});
   }
   void AddTransfer(Link link, double start_us, double end_us, uint64_t bytes) {
     spans_.push_back({kNumLanes + static_cast<int>(link), LinkName(link), start_us,
@@ -53,13 +57,22 @@ class LaneRecord {
   std::vector<TraceSpan> spans_;
 };
 
+// Phases of a block: the prefill (token step 0) and the decode (every later token step).
+enum class Phase : uint8_t { kPrefill = 0, kDecode = 1 };
+inline constexpr int kNumPhases = 2;
+inline constexpr int kNumLayerRoles = 4;  // LayerRole's values
+const char* PhaseName(Phase phase);      // "prefill", "decode"
+
 struct ExecutorMetrics {
   double wall_s = 0;     // the block's schedule, first step to last
   double prefill_s = 0;  // until the prefill's last logits (token step 0 done)
   int sequences = 0;
   int prompt_len = 0;    // padded
   int tokens = 0;        // token steps run (the longest generation of the block)
+  int blocks = 0;        // blocks run
   std::array<double, kNumLanes> lane_busy_s{};
+  // lane_busy_s split by phase and by the role of the step's layer: [phase][role][lane].
+  std::array<std::array<std::array<double, kNumLanes>, kNumLayerRoles>, kNumPhases> step_busy_s{};
   std::array<double, kNumLinks> link_busy_s{};
   std::array<uint64_t, kNumLinks> link_bytes{};
   TierBytes peak_bytes;     // what the run held per tier (arenas, scratch file, compute workspace)
@@ -74,7 +87,7 @@ struct ExecutorMetrics {
   std::string ToString() const;
 };
 
-// Folds every lane's spans into `metrics` (busy times and bytes).
+// Folds one block's spans into `metrics` (busy times and bytes) and counts the block.
 void SumSpans(const std::vector<LaneRecord>& records, ExecutorMetrics& metrics);
 
 // Writes the spans as a Chrome trace JSON file. IoError naming `path` when it cannot be written.

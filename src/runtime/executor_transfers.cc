@@ -7,28 +7,41 @@
 namespace strata {
 namespace {
 
-constexpr uint64_t kF32 = sizeof(float);
-
-// The 4 KiB pages of a slice's disk extent (K rows then V rows, `d` of each, `row_bytes` apiece,
-// at `offset` in the file) that hold slot `slot` of rows [0, rows), as pieces whose bytes are at
-// at(x) for extent offset x. Every byte of those pages is covered, so writing them whole keeps
-// the other slots they hold.
+// The 4 KiB pages of a slice's disk extent (`d` rows of `len` slots in each of `f`'s planes, at
+// `offset` in the file) that hold slot `slot` of rows [0, rows), as pieces whose bytes are at
+// at(plane, y) for offset y within that plane of the extent. Every byte of those pages is
+// covered, so writing them whole keeps the other slots they hold; a page that holds the slot of
+// several rows (short rows: the 4-bit params) is written once, and adjacent pages whose bytes
+// are adjacent in memory go in one piece.
 template <typename At>
-void DirtyPages(uint64_t offset, uint64_t d, uint64_t rows, int64_t row_bytes, int slot,
-                int head_dim, At at, std::vector<DiskPiece>& out) {
-  const uint64_t row = static_cast<uint64_t>(row_bytes);
-  const uint64_t slot_bytes = static_cast<uint64_t>(head_dim) * kF32;
-  const uint64_t plane = d * row;
-  for (uint64_t p = 0; p < 2; ++p) {
+void DirtyPages(uint64_t offset, const KvFormat& f, uint64_t d, int len, uint64_t rows, int slot,
+                At at, std::vector<DiskPiece>& out) {
+  const auto plane_begin = [&](int p) {
+    return static_cast<uint64_t>(f.PlaneOffset(p, static_cast<int64_t>(d), len));
+  };
+  const uint64_t total = plane_begin(f.planes());
+  uint64_t done = 0;  // the pages before this extent offset are in `out` already
+  for (int p = 0; p < f.planes(); ++p) {
+    const uint64_t slot_bytes = static_cast<uint64_t>(f.plane_slot_bytes(p));
     for (uint64_t j = 0; j < rows; ++j) {
-      const uint64_t x = p * plane + j * row + static_cast<uint64_t>(slot) * slot_bytes;
-      uint64_t a = x / kDirectIoAlignment * kDirectIoAlignment;
-      const uint64_t b = std::min(AlignUp(x + slot_bytes), 2 * plane);
-      while (a < b) {  // split where K rows end and V rows begin
-        const uint64_t end = a < plane ? std::min(b, plane) : b;
-        out.push_back({offset + a, at(a), end - a});
+      const uint64_t x = plane_begin(p) + (j * len + static_cast<uint64_t>(slot)) * slot_bytes;
+      uint64_t a = std::max(x / kDirectIoAlignment * kDirectIoAlignment, done);
+      const uint64_t b = std::min(AlignUp(x + slot_bytes), total);
+      int q = 0;
+      while (a < b) {  // split where one plane ends and the next begins
+        while (plane_begin(q + 1) <= a) ++q;
+        const uint64_t end = std::min(b, plane_begin(q + 1));
+        uint8_t* memory = at(q, a - plane_begin(q));
+        DiskPiece* last = out.empty() ? nullptr : &out.back();
+        if (last != nullptr && last->file_offset + last->bytes == offset + a &&
+            last->memory + last->bytes == memory) {
+          last->bytes += end - a;
+        } else {
+          out.push_back({offset + a, memory, end - a});
+        }
         a = end;
       }
+      done = std::max(done, b);
     }
   }
 }
@@ -96,7 +109,7 @@ Status BlockTransfers::DiskExtent(bool read, const Extent& e, uint8_t* memory,
 Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& record) const {
   Copies copy(record);
   uint8_t* base = tiers_.At(p_.weight_slots[slot]);
-  std::vector<DiskPiece> disk;
+  std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.layers[static_cast<size_t>(layer)].tensors) {
     if (t.slot_offset < 0 || t.part != part) continue;
     uint8_t* dst = base + t.slot_offset;
@@ -104,9 +117,23 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& re
     dst += t.gpu_rows * t.row_bytes;
     if (t.cpu_rows > 0) copy(Link::kCpuToGpu, dst, tiers_.At(t.cpu_home), t.cpu_home.bytes);
     dst += t.cpu_rows * t.row_bytes;
-    if (t.disk_rows > 0) disk.push_back({t.disk_home.offset, dst, t.disk_home.bytes});
+    if (t.disk_rows > 0) {
+      (t.disk_in_store ? store : scratch).push_back({t.disk_home.offset, dst, t.disk_home.bytes});
+    }
   }
-  return Disk(true, disk, record);
+  STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));
+  return ReadStoreWeights(store, record);
+}
+
+Status BlockTransfers::ReadStoreWeights(std::span<const DiskPiece> pieces,
+                                        LaneRecord& record) const {
+  uint64_t bytes = 0;
+  for (const DiskPiece& piece : pieces) bytes += piece.bytes;
+  if (bytes == 0) return Status::Ok();
+  const double t0 = record.NowUs();
+  STRATA_RETURN_IF_ERROR(tiers_.ReadWeights(pieces, Ring(true)));
+  record.AddTransfer(Link::kDiskToCpu, t0, record.NowUs(), bytes);
+  return Status::Ok();
 }
 
 Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
@@ -118,22 +145,27 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
     return DiskExtent(true, home.disk, tiers_.At(c.cpu_slots[slot]), record);
   }
   Copies copy(record);
-  const uint64_t row = static_cast<uint64_t>(c.row_bytes);
-  const uint64_t staged_row = static_cast<uint64_t>(c.staging_len) * c.head_dim * kF32;
-  const uint64_t bytes = static_cast<uint64_t>(filled) * c.head_dim * kF32;
-  uint8_t* k_slot = tiers_.At(c.slots[slot]);
-  uint8_t* v_slot = k_slot + staged_row * c.rows.off_gpu();
+  const KvFormat& f = c.format;
+  uint8_t* staging = tiers_.At(c.slots[slot]);
   std::vector<DiskPiece> disk;
   for (int64_t r = c.rows.gpu; r < rows; ++r) {
     const int64_t i = r - c.rows.gpu;  // row within the slot
-    if (r < c.rows.gpu + c.rows.cpu) {
-      const uint8_t* k_home = tiers_.At(home.cpu) + i * row;
-      copy(Link::kCpuToGpu, k_slot + i * staged_row, k_home, bytes);
-      copy(Link::kCpuToGpu, v_slot + i * staged_row, k_home + c.rows.cpu * row, bytes);
-    } else {
-      const uint64_t j = static_cast<uint64_t>(i - c.rows.cpu);  // row within the disk extent
-      disk.push_back({home.disk.offset + j * row, k_slot + i * staged_row, bytes});
-      disk.push_back({home.disk.offset + (c.rows.disk + j) * row, v_slot + i * staged_row, bytes});
+    for (int p = 0; p < f.planes(); ++p) {
+      const int64_t s = f.plane_slot_bytes(p);
+      uint8_t* dst = staging + f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
+                     i * c.staging_len * s;
+      const uint64_t bytes = static_cast<uint64_t>(filled * s);
+      if (r < c.rows.gpu + c.rows.cpu) {
+        copy(Link::kCpuToGpu, dst,
+             tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) + i * c.max_len * s,
+             bytes);
+      } else {
+        const int64_t j = i - c.rows.cpu;  // row within the disk extent
+        disk.push_back({home.disk.offset +
+                            static_cast<uint64_t>(f.PlaneOffset(p, c.rows.disk, c.max_len) +
+                                                  j * c.max_len * s),
+                        dst, bytes});
+      }
     }
   }
   return Disk(true, disk, record);
@@ -142,51 +174,61 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
 Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int count, bool decode,
                                   LaneRecord& record) const {
   const CachePlacement& c = p_.cache;
+  const KvFormat& f = c.format;
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
-  const uint64_t d = static_cast<uint64_t>(c.rows.disk);
+  const int64_t d = c.rows.disk;
   const int64_t disk_rows = std::max<int64_t>(0, rows - c.rows.gpu - c.rows.cpu);
+  std::vector<DiskPiece> disk;
   if (delegate_ && decode) {
     // The CPU-attention slot is laid out as the extent: its pages holding the new slot go home.
     uint8_t* base = tiers_.At(c.cpu_slots[slot]);
-    std::vector<DiskPiece> disk;
-    DirtyPages(home.disk.offset, d, static_cast<uint64_t>(disk_rows), c.row_bytes, first, c.head_dim,
-               [&](uint64_t x) { return base + x; }, disk);
+    DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
+               static_cast<uint64_t>(disk_rows), first,
+               [&](int p, uint64_t y) { return base + f.PlaneOffset(p, d, c.max_len) + y; }, disk);
     return Disk(false, disk, record);
   }
   Copies copy(record);
-  const uint64_t row = static_cast<uint64_t>(c.row_bytes);
-  const uint64_t staged_row = static_cast<uint64_t>(c.staging_len) * c.head_dim * kF32;
-  const uint64_t offset = static_cast<uint64_t>(first) * c.head_dim * kF32;
-  const uint64_t bytes = static_cast<uint64_t>(count) * c.head_dim * kF32;
-  const uint8_t* k_slot = tiers_.At(c.slots[slot]);
-  const uint8_t* v_slot = k_slot + staged_row * c.rows.off_gpu();
-  std::vector<DiskPiece> disk;
+  uint8_t* staging = tiers_.At(c.slots[slot]);
+  // Row i of plane p of the cache slot.
+  const auto staged = [&](int p, int64_t i) {
+    return staging + f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
+           i * c.staging_len * f.plane_slot_bytes(p);
+  };
   const int64_t cpu_end = std::min<int64_t>(rows, c.rows.gpu + c.rows.cpu);
   for (int64_t r = c.rows.gpu; r < cpu_end; ++r) {
     const int64_t i = r - c.rows.gpu;
-    uint8_t* k_home = tiers_.At(home.cpu) + i * row;
-    copy(Link::kGpuToCpu, k_home + offset, k_slot + i * staged_row + offset, bytes);
-    copy(Link::kGpuToCpu, k_home + c.rows.cpu * row + offset, v_slot + i * staged_row + offset,
-         bytes);
+    for (int p = 0; p < f.planes(); ++p) {
+      const int64_t s = f.plane_slot_bytes(p);
+      uint8_t* k_home =
+          tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) + i * c.max_len * s;
+      copy(Link::kGpuToCpu, k_home + first * s, staged(p, i) + first * s,
+           static_cast<uint64_t>(count * s));
+    }
   }
   if (disk_rows > 0) {
-    auto* k_disk = const_cast<uint8_t*>(k_slot) + static_cast<uint64_t>(c.rows.cpu) * staged_row;
-    auto* v_disk = const_cast<uint8_t*>(v_slot) + static_cast<uint64_t>(c.rows.cpu) * staged_row;
-    if (staged_row == row && decode) {
+    const auto at = [&](int p) {
+      return home.disk.offset + static_cast<uint64_t>(f.PlaneOffset(p, d, c.max_len));
+    };
+    if (c.staging_len == c.max_len && decode) {
       // Rows laid out as on disk: only the pages that hold the new slot.
-      DirtyPages(home.disk.offset, d, static_cast<uint64_t>(disk_rows), c.row_bytes, first,
-                 c.head_dim, [&](uint64_t x) { return x < d * row ? k_disk + x : v_disk + x - d * row; },
-                 disk);
-    } else if (staged_row == row) {
-      // The prefill: the whole extent in two pieces, aligned writes.
-      disk.push_back({home.disk.offset, k_disk, d * row});
-      disk.push_back({home.disk.offset + d * row, v_disk, d * row});
+      DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
+                 static_cast<uint64_t>(disk_rows), first,
+                 [&](int p, uint64_t y) { return staged(p, c.rows.cpu) + y; }, disk);
+    } else if (c.staging_len == c.max_len) {
+      // The prefill: the whole extent, one piece per plane, aligned writes.
+      for (int p = 0; p < f.planes(); ++p) {
+        disk.push_back({at(p), staged(p, c.rows.cpu),
+                        static_cast<uint64_t>(d * c.max_len * f.plane_slot_bytes(p))});
+      }
     } else {
       // The prefill of a CPU-attention cache: prompt slots only, at the home's row stride.
-      for (uint64_t j = 0; j < d; ++j) {
-        disk.push_back({home.disk.offset + j * row + offset, k_disk + j * staged_row + offset, bytes});
-        disk.push_back({home.disk.offset + (d + j) * row + offset, v_disk + j * staged_row + offset,
-                        bytes});
+      for (int64_t j = 0; j < d; ++j) {
+        for (int p = 0; p < f.planes(); ++p) {
+          const int64_t s = f.plane_slot_bytes(p);
+          disk.push_back({at(p) + static_cast<uint64_t>((j * c.max_len + first) * s),
+                          staged(p, c.rows.cpu + j) + first * s,
+                          static_cast<uint64_t>(count * s)});
+        }
       }
     }
   }

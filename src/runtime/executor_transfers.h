@@ -1,7 +1,8 @@
 // The load and store steps of the executor: moving weights, KV cache rows and hidden states
 // between their homes (placement.h) and the working slots, over the links a GPU build uses —
 // device to device for a tensor's GPU rows, pinned CPU memory to and from the device, and disk
-// through the pinned disk ring (or straight into the CPU-attention slots). Every transfer is
+// through the pinned disk ring (or straight into the CPU-attention slots); disk weights that are
+// a strata store's own bytes come from the store's tensors.bin. Every transfer is
 // recorded on its link's track.
 //
 // Thread safety: loads run on the load lane and stores on the store lane at the same time; each
@@ -39,6 +40,8 @@ class BlockTransfers {
  private:
   class Copies;
   Status Disk(bool read, std::span<const DiskPiece> pieces, LaneRecord& record) const;
+  // Reads weight rows in place from the strata store (PlacedTensor::disk_in_store).
+  Status ReadStoreWeights(std::span<const DiskPiece> pieces, LaneRecord& record) const;
   Status DiskExtent(bool read, const Extent& e, uint8_t* memory, LaneRecord& record) const;
   std::span<uint8_t> Ring(bool read) const;
 

@@ -45,7 +45,7 @@ std::vector<float> Generator::PromptLogits(const std::vector<int32_t>& prompt) {
   for (int i = 0; i < n; ++i) in.positions.push_back(i);
   in.start = {0};
   in.cache_len = n;
-  KvCache cache(c.num_layers, 1, c.num_kv_heads, n, c.head_dim);
+  KvCache cache(c.num_layers, 1, c.num_kv_heads, n, c.head_dim, cache_options_);
   Forward(in, cache);
   std::vector<float> logits(static_cast<size_t>(n) * c.vocab_size);
   transformer_.Logits(hidden_.data(), n, logits.data());
@@ -73,7 +73,8 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
     return results;
   };
   if (auto stopped = cancelled(); !stopped.empty()) return stopped;
-  KvCache cache(c.num_layers, batch, c.num_kv_heads, prompt_len + max_new, c.head_dim);
+  KvCache cache(c.num_layers, batch, c.num_kv_heads, prompt_len + max_new, c.head_dim,
+                cache_options_);
 
   // Prefill: left-pad every prompt to prompt_len. Padding rows repeat the first real token; they
   // are never attended and their outputs are discarded.

@@ -49,6 +49,11 @@ class Generator {
   // with reason kCancelled. nullptr (the default): never. REQUIRES: *cancel outlives this.
   void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
 
+  // How Generate and PromptLogits keep the KV cache (default fp32; e.g. the 4-bit cache that
+  // the offloading engine's compress_cache plans use). REQUIRES: KvCache::Supports(options,
+  // head_dim) for the model.
+  void set_cache_options(const KvCacheOptions& options) { cache_options_ = options; }
+
   // Logits [tokens, vocab] of every position of one prompt, from a single prefill.
   std::vector<float> PromptLogits(const std::vector<int32_t>& prompt);
 
@@ -61,6 +66,7 @@ class Generator {
   std::vector<int32_t> eog_ids_;
   std::vector<float> hidden_, last_, logits_;
   const std::atomic<bool>* cancel_ = nullptr;
+  KvCacheOptions cache_options_;
 };
 
 }  // namespace strata

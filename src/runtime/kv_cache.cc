@@ -1,10 +1,12 @@
 #include "src/runtime/kv_cache.h"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "kernels/cpu/hadamard.h"
 #include "kernels/cpu/kv_q4.h"
+#include "kernels/cpu/kv_q4_smooth.h"
 #include "kernels/kv_q4_format.h"
 #include "src/core/check.h"
 
@@ -30,11 +32,15 @@ KvCache::KvCache(int num_layers, int batch, int num_kv_heads, int max_len, int h
                         std::vector<uint16_t>(rows * kernels::Q4ParamHalves(head_dim))};
   qk_.assign(static_cast<size_t>(num_layers), planes);
   qv_.assign(static_cast<size_t>(num_layers), planes);
+  if (options.smooth_keys) smoothing_.resize(static_cast<size_t>(num_layers));
 }
 
 Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
   if (options.rotate_keys && !options.compress) {
     return Status::InvalidArgument("rotated keys need the compressed (4-bit) cache");
+  }
+  if (options.smooth_keys && !options.compress) {
+    return Status::InvalidArgument("smoothed keys need the compressed (4-bit) cache");
   }
   if (options.compress && (head_dim % 2 != 0 || (head_dim > 64 && head_dim % 64 != 0))) {
     return Status::Unsupported(
@@ -52,7 +58,11 @@ Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
 uint64_t KvCache::bytes() const {
   if (!options_.compress) return k_.empty() ? 0 : 2ull * k_.size() * k_[0].size() * sizeof(float);
   if (qk_.empty()) return 0;
-  return 2ull * qk_.size() * (qk_[0].codes.size() + qk_[0].params.size() * sizeof(uint16_t));
+  const uint64_t smoothing = options_.smooth_keys
+                                 ? 2ull * qk_.size() * batch_ * num_kv_heads_ * head_dim_ * 4
+                                 : 0;  // fp32 mean and scale per (layer, sequence, KV head)
+  return 2ull * qk_.size() * (qk_[0].codes.size() + qk_[0].params.size() * sizeof(uint16_t)) +
+         smoothing;
 }
 
 float* KvCache::keys(int layer) {
@@ -78,12 +88,29 @@ k::Q4CacheView KvCache::q4_values(int layer) const {
 }
 
 void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tokens,
-                    int first_slot) {
+                    int first_slot, const int* start) {
   STRATA_CHECK(first_slot >= 0 && first_slot + tokens <= max_len_);
   if (options_.compress) {
     const k::Q4CacheShape s{batch_, num_kv_heads_, max_len_, head_dim_};
     Q4Planes& kp = qk_[static_cast<size_t>(layer)];
     Q4Planes& vp = qv_[static_cast<size_t>(layer)];
+    if (options_.smooth_keys) {
+      if (!smoothing_[static_cast<size_t>(layer)].set) {
+        SetSmoothing(layer, k_rows, tokens, first_slot, start);
+      }
+      const Smoothing& sm = smoothing_[static_cast<size_t>(layer)];
+      const int d = head_dim_;
+      smoothed_k_.resize(static_cast<size_t>(batch_) * tokens * num_kv_heads_ * d);
+      for (long row = 0; row < static_cast<long>(batch_) * tokens; ++row) {
+        const size_t at = static_cast<size_t>(row / tokens) * num_kv_heads_ * d;
+        for (int h = 0; h < num_kv_heads_; ++h) {
+          const long off = (row * num_kv_heads_ + h) * d;
+          k::SmoothKey(k_rows + off, sm.key_mean.data() + at + h * d,
+                       sm.key_scale.data() + at + h * d, d, smoothed_k_.data() + off);
+        }
+      }
+      k_rows = smoothed_k_.data();
+    }
     k::WriteQ4Cache(s, k_rows, tokens, first_slot, options_.rotate_keys, kp.codes.data(),
                     kp.params.data());
     k::WriteQ4Cache(s, v_rows, tokens, first_slot, false, vp.codes.data(), vp.params.data());
@@ -105,11 +132,52 @@ void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tok
   }
 }
 
+void KvCache::SetSmoothing(int layer, const float* k_rows, int tokens, int first_slot,
+                           const int* start) {
+  const int d = head_dim_;
+  const long stride = static_cast<long>(num_kv_heads_) * d;
+  Smoothing& sm = smoothing_[static_cast<size_t>(layer)];
+  sm.key_mean.resize(static_cast<size_t>(batch_) * stride);
+  sm.key_scale.resize(sm.key_mean.size());
+  for (int b = 0; b < batch_; ++b) {
+    const int first_real = start != nullptr ? std::clamp(start[b] - first_slot, 0, tokens) : 0;
+    for (int h = 0; h < num_kv_heads_; ++h) {
+      const size_t at = (static_cast<size_t>(b) * num_kv_heads_ + h) * d;
+      k::FitKeySmoothing(k_rows + (static_cast<long>(b) * tokens + first_real) * stride + h * d,
+                         tokens - first_real, stride, d, sm.key_mean.data() + at,
+                         sm.key_scale.data() + at);
+    }
+  }
+  sm.set = true;
+}
+
+void KvCache::DecodeAttention(int layer, k::DecodeAttentionQ4Shape s, const float* q,
+                              const int* start, float* out) {
+  STRATA_CHECK(options_.compress && s.num_kv_heads == num_kv_heads_ && s.head_dim == head_dim_);
+  s.keys_rotated = options_.rotate_keys;
+  if (options_.smooth_keys && smoothing_[static_cast<size_t>(layer)].set) {
+    const Smoothing& sm = smoothing_[static_cast<size_t>(layer)];
+    const int d = head_dim_;
+    const int group = s.num_heads / num_kv_heads_;
+    scaled_q_.resize(static_cast<size_t>(s.batch) * s.num_heads * d);
+    for (int b = 0; b < s.batch; ++b) {
+      for (int h = 0; h < s.num_heads; ++h) {
+        const size_t row = (static_cast<size_t>(b) * s.num_heads + h) * d;
+        const size_t at = (static_cast<size_t>(b) * num_kv_heads_ + h / group) * d;
+        k::ScaleQuery(q + row, sm.key_scale.data() + at, d, scaled_q_.data() + row);
+      }
+    }
+    q = scaled_q_.data();
+  }
+  k::DecodeAttentionQ4(s, q, q4_keys(layer), q4_values(layer), start, out);
+}
+
 void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const {
   STRATA_CHECK(options_.compress && slots <= dst_len && slots <= max_len_);
   const Q4Planes& kp = qk_[static_cast<size_t>(layer)];
   const Q4Planes& vp = qv_[static_cast<size_t>(layer)];
   const int d = head_dim_;
+  const Smoothing* sm = options_.smooth_keys ? &smoothing_[static_cast<size_t>(layer)] : nullptr;
   for (long head = 0; head < static_cast<long>(batch_) * num_kv_heads_; ++head) {
     for (int t = 0; t < slots; ++t) {
       const long src = head * max_len_ + t;
@@ -119,6 +187,10 @@ void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float
       k::DequantizeQ4Row(vp.codes.data() + src * kernels::Q4CodeBytes(d),
                          vp.params.data() + src * kernels::Q4ParamHalves(d), d, v_out + dst);
       if (options_.rotate_keys) k::HadamardRotate(k_out + dst, 1, d);  // H is its own inverse
+      if (sm != nullptr && sm->set) {
+        k::UnsmoothKey(sm->key_mean.data() + head * d, sm->key_scale.data() + head * d, d,
+                       k_out + dst);
+      }
     }
   }
 }

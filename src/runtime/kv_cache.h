@@ -21,6 +21,12 @@ struct KvCacheOptions {
   // (kernels/cpu/hadamard.h), which tames outlier channels; queries are rotated to match by the
   // attention kernel. Values are never rotated. Default: off.
   bool rotate_keys = false;
+  // With `compress`: exact key smoothing (kernels/cpu/kv_q4_smooth.h). Per (layer, sequence,
+  // KV head), keys are stored as (k - m) / s (then rotated when rotate_keys), with m and s fitted
+  // to that sequence's real tokens in the first write to the layer (the prompt's prefill); a
+  // first write of one token leaves the layer unsmoothed. DecodeAttention scales queries by s,
+  // ExpandSlots undoes it. Default: off.
+  bool smooth_keys = false;
 };
 
 class KvCache {
@@ -47,11 +53,21 @@ class KvCache {
 
   // Stores rows src[batch * tokens, num_kv_heads * head_dim] (token-major, as a Linear writes
   // them) in slots [first_slot, first_slot + tokens) of `layer`'s cache, quantizing (and rotating
-  // keys) when compressed.
-  void Write(int layer, const float* k_rows, const float* v_rows, int tokens, int first_slot);
+  // and smoothing keys) when compressed. start[batch], when given, is each sequence's first real
+  // slot: padding rows before it are stored but not used to fit the smoothing.
+  void Write(int layer, const float* k_rows, const float* v_rows, int tokens, int first_slot,
+             const int* start = nullptr);
 
-  // Expands slots [0, slots) of a compressed `layer` to fp32 keys (un-rotated) and values, laid
-  // out [batch, num_kv_heads, dst_len, head_dim]. REQUIRES: options().compress; slots <= dst_len.
+  // Decode attention of one new query token per sequence on the compressed cache of `layer`:
+  // kernels/cpu/attention_q4.h's DecodeAttentionQ4 with s.keys_rotated set from the options and
+  // the queries scaled when keys are smoothed. q, out: [batch, num_heads, head_dim].
+  // REQUIRES: options().compress; s.num_kv_heads and s.head_dim those of the cache.
+  void DecodeAttention(int layer, kernels::cpu::DecodeAttentionQ4Shape s, const float* q,
+                       const int* start, float* out);
+
+  // Expands slots [0, slots) of a compressed `layer` to fp32 keys (un-rotated, un-smoothed) and
+  // values, laid out [batch, num_kv_heads, dst_len, head_dim].
+  // REQUIRES: options().compress; slots <= dst_len.
   void ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const;
 
  private:
@@ -60,10 +76,19 @@ class KvCache {
     std::vector<uint16_t> params;
   };
 
+  struct Smoothing {
+    bool set = false;
+    std::vector<float> key_mean, key_scale;  // [batch, num_kv_heads, head_dim]
+  };
+  // Fits `layer`'s smoothing to the real tokens (slots >= start[b]) of its first write.
+  void SetSmoothing(int layer, const float* k_rows, int tokens, int first_slot, const int* start);
+
   int batch_, num_kv_heads_, max_len_, head_dim_;
   KvCacheOptions options_;
   std::vector<std::vector<float>> k_, v_;  // fp32 mode
   std::vector<Q4Planes> qk_, qv_;          // compressed mode
+  std::vector<Smoothing> smoothing_;       // compressed mode with smooth_keys: per layer
+  std::vector<float> smoothed_k_, scaled_q_;  // scratch
 };
 
 }  // namespace strata

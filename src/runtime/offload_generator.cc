@@ -48,7 +48,8 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   auto engine = std::make_unique<Engine>();
   STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape));
   STRATA_ASSIGN_OR_RETURN(engine->tiers,
-                          MemoryTiers::Create(engine->placement.layout, options_.tiers));
+                          MemoryTiers::Create(engine->placement.layout, options_.tiers,
+                                              engine->placement.weights.weight_file));
   STRATA_RETURN_IF_ERROR(CopyWeightsHome(engine->placement.weights, *engine->tiers));
   engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
                                                      *cpu_backend_, engine->placement,
@@ -114,11 +115,15 @@ Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
 
   std::vector<LaneRecord> records;
   ExecutorMetrics m;
+  ExecutorOptions executor_options = options_.executor;
+  executor_options.cancel = cancel_;
   STRATA_RETURN_IF_ERROR(
-      engine_->executor->Run(schedule, run, options_.executor, records, m));
+      engine_->executor->Run(schedule, run, executor_options, records, m));
   for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
     m.peak_bytes.at(t) = static_cast<int64_t>(engine_->tiers->peak_bytes(t));
   }
+  // Disk weights read in place from the store live on disk as much as the scratch file does.
+  m.peak_bytes.disk_bytes += static_cast<int64_t>(engine_->placement.weights.store_disk_bytes);
   // The compute lane's workspaces live on the device too.
   m.peak_bytes.gpu_bytes += static_cast<int64_t>(transformer_->workspace_bytes());
   m.planned_bytes = engine_->planned;
@@ -132,7 +137,18 @@ Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
     }
   }
   metrics_.Accumulate(m);
-  return sequences.TakeResults();
+  // Only a cancel leaves a sequence running: every one ends at max_new_tokens at the latest.
+  const bool cut = !sequences.all_done();
+  std::vector<GenerationResult> results = sequences.TakeResults();
+  if (cut) {
+    STRATA_CHECK(Cancelled());
+    for (GenerationResult& r : results) r.reason = StopReason::kCancelled;
+  }
+  return results;
+}
+
+bool OffloadGenerator::Cancelled() const {
+  return cancel_ != nullptr && cancel_->load(std::memory_order_relaxed);
 }
 
 Result<std::vector<GenerationResult>> OffloadGenerator::TryGenerate(
@@ -140,6 +156,12 @@ Result<std::vector<GenerationResult>> OffloadGenerator::TryGenerate(
   const size_t size = static_cast<size_t>(options_.plan.block_size());
   std::vector<GenerationResult> results;
   for (size_t first = 0; first < block.size(); first += size) {
+    if (Cancelled()) {
+      // The blocks not started: nothing generated, every result cancelled.
+      results.resize(block.size());
+      for (size_t i = first; i < block.size(); ++i) results[i].reason = StopReason::kCancelled;
+      break;
+    }
     const std::vector<GenerationRequest> part(
         block.begin() + static_cast<long>(first),
         block.begin() + static_cast<long>(std::min(block.size(), first + size)));

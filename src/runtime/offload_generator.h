@@ -10,6 +10,7 @@
 //   std::vector<GenerationResult> out = gen.Generate(block);  // as Generator::Generate
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,7 +24,7 @@
 namespace strata {
 
 struct OffloadOptions {
-  Plan plan;                 // must validate; compressed weights or cache are not run yet
+  Plan plan;                 // must validate; 4-bit weights are not run yet (the 4-bit cache is)
   MemoryTiersOptions tiers;  // device capacity, offload directory, file environment
   ExecutorOptions executor;  // jitter, for tests
   // The tiers are sized for blocks of prompts up to prompt_len tokens generating up to gen_len
@@ -51,6 +52,12 @@ class OffloadGenerator {
   // TryGenerate for callers that treat a failure as fatal: aborts with its message.
   std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& block);
 
+  // Once *cancel is true, TryGenerate stops before its next token step (every lane of the
+  // executor ends; no thread outlives the call) and returns every result with reason
+  // kCancelled, as Generator::set_cancel. nullptr (the default): never.
+  // REQUIRES: *cancel outlives this.
+  void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+
   // The schedule a block of `sequences` prompts of `prompt_len` tokens generating `gen_len`
   // tokens runs, for --dump-schedule. Errors as TryGenerate's setup.
   Result<BlockSchedule> ScheduleFor(int sequences, int prompt_len, int gen_len);
@@ -66,6 +73,7 @@ class OffloadGenerator {
   Status Prepare(int prompt_len, int max_len);
   Result<std::vector<GenerationResult>> RunBlock(const std::vector<GenerationRequest>& block);
   ScheduleShape ShapeFor(int micro_batches, int tokens) const;
+  bool Cancelled() const;
 
   const Model& model_;
   Backend& backend_;
@@ -77,6 +85,7 @@ class OffloadGenerator {
   std::unique_ptr<Engine> engine_;
   ExecutorMetrics metrics_;
   std::vector<TraceSpan> trace_;
+  const std::atomic<bool>* cancel_ = nullptr;
 };
 
 }  // namespace strata

@@ -110,7 +110,7 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
   const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const AttentionBuffers b = AttentionInputs(w, in, hidden);
-  cache.Write(layer, b.k, b.v, in.new_tokens, in.cache_len - in.new_tokens);
+  cache.Write(layer, b.k, b.v, in.new_tokens, in.cache_len - in.new_tokens, in.start.data());
 
   AttentionShape shape;
   shape.batch = in.batch;
@@ -133,9 +133,7 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
     s.max_len = cache.max_len();
     s.cache_len = in.cache_len;
     s.scale = shape.scale;
-    s.keys_rotated = cache.options().rotate_keys;
-    kernels::cpu::DecodeAttentionQ4(s, b.q, cache.q4_keys(layer), cache.q4_values(layer),
-                                    in.start.data(), b.attn);
+    cache.DecodeAttention(layer, s, b.q, in.start.data(), b.attn);
   } else {
     PrefillOnCompressedCache(layer, in, cache, shape, b.q, b.k, b.v, b.attn);
   }

@@ -6,6 +6,7 @@
 
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "tests/kernels/q4_reference.h"
@@ -103,6 +104,39 @@ TEST(AttentionQ4Test, PeakedSoftmaxAcrossTilesStaysExact) {
     DecodeAttentionQ4(s, q.data(), {k.codes.data(), k.params.data()},
                       {v.codes.data(), v.params.data()}, &start, out.data(), isa);
     EXPECT_LE(MaxRelativeError(out, ref, kDim), 1e-4) << Q4IsaName(isa);
+  }
+}
+
+TEST(AttentionQ4Test, ManyQueryHeadsAndLongContextStayExact) {
+  // 12 and 16 query heads per KV head take the AVX-512 path's chunks of 8 heads and its generic
+  // (runtime head count) tile; 70000 tokens make every accumulator run over thousands of tiles.
+  for (const auto& [group, context] :
+       {std::pair{12, 300}, std::pair{16, 77}, std::pair{1, 70000}}) {
+    constexpr int kDim = 64, kKvHeads = 2;
+    const Q4CacheShape shape{1, kKvHeads, context, kDim};
+    std::mt19937 rng(static_cast<unsigned>(group * 7 + context));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> keys(static_cast<size_t>(kKvHeads) * context * kDim), values(keys.size());
+    for (float& x : keys) x = normal(rng);
+    for (float& x : values) x = 0.5f + normal(rng);
+    Q4Planes k(shape), v(shape);
+    k.Fill(keys, false);
+    v.Fill(values, false);
+    const int heads = kKvHeads * group;
+    DecodeAttentionQ4Shape s{1, heads, kKvHeads, kDim, context, context, 0.125f, false};
+    std::vector<float> q(static_cast<size_t>(heads) * kDim);
+    for (float& x : q) x = 2.0f * normal(rng);
+    const int start = 0;
+    const std::vector<double> ref =
+        ReferenceDecode({1, heads, kKvHeads, kDim, context, context, 0.125}, q, k.Dequantized(),
+                        v.Dequantized(), &start, false);
+    for (Q4Isa isa : AvailableIsas(kDim)) {
+      std::vector<float> out(q.size());
+      DecodeAttentionQ4(s, q.data(), {k.codes.data(), k.params.data()},
+                        {v.codes.data(), v.params.data()}, &start, out.data(), isa);
+      EXPECT_LE(MaxRelativeError(out, ref, kDim), 1e-4)
+          << Q4IsaName(isa) << " group=" << group << " context=" << context;
+    }
   }
 }
 

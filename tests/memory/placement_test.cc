@@ -2,6 +2,7 @@
 // hidden states are placed byte for byte as the plan counts them, the weights' homes add up to
 // the model's bytes, and no tier holds more than the plan says (docs/DESIGN.md, rule 2).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include "src/memory/placement.h"
 #include "src/memory/weight_homes.h"
 #include "src/model/model.h"
+#include "src/model/store_writer.h"
 
 namespace strata {
 namespace {
@@ -34,15 +36,22 @@ Plan MakePlan(std::vector<int> percent, int gbs, int nb, bool cpu_attention) {
   return plan;
 }
 
+// Each policy with the fp32 cache and again with the 4-bit one.
 std::vector<Plan> Plans() {
-  return {MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false),
-          MakePlan({0, 100, 0, 100, 0, 100}, 2, 2, false),
-          MakePlan({0, 0, 0, 0, 0, 0}, 1, 3, false),
-          MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, false),
-          MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, true),
-          MakePlan({55, 25, 33, 33, 10, 60}, 3, 2, false),
-          MakePlan({20, 80, 0, 100, 0, 100}, 8, 2, true),
-          MakePlan({0, 50, 0, 0, 0, 100}, 4, 4, true)};
+  std::vector<Plan> plans = {MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false),
+                             MakePlan({0, 100, 0, 100, 0, 100}, 2, 2, false),
+                             MakePlan({0, 0, 0, 0, 0, 0}, 1, 3, false),
+                             MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, false),
+                             MakePlan({30, 40, 20, 50, 40, 30}, 2, 3, true),
+                             MakePlan({55, 25, 33, 33, 10, 60}, 3, 2, false),
+                             MakePlan({20, 80, 0, 100, 0, 100}, 8, 2, true),
+                             MakePlan({0, 50, 0, 0, 0, 100}, 4, 4, true)};
+  const size_t fp32 = plans.size();
+  for (size_t i = 0; i < fp32; ++i) {
+    plans.push_back(plans[i]);
+    plans.back().compress_cache = true;
+  }
+  return plans;
 }
 
 TEST(PlacementTest, SplitRowsIsCumulativeAndExact) {
@@ -206,6 +215,106 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
       EXPECT_EQ(std::memcmp(got.data(), t.source.data, got.size()), 0) << t.name;
     }
   }
+}
+
+std::string StoreDir(const std::string& name) {
+  return ::testing::TempDir() + "/placement_store_" + name + "_" + std::to_string(::getpid());
+}
+
+// A fixture converted to a strata store in StoreDir(name) (raw tensors, as `strata convert`
+// writes by default).
+std::unique_ptr<Model> StoreOf(const std::string& name) {
+  auto original = Load(name);
+  if (original == nullptr) return nullptr;
+  const std::string dir = StoreDir(name);
+  std::filesystem::remove_all(dir);
+  Result<StoreWriteSummary> written = WriteStore(*original, dir);
+  EXPECT_TRUE(written.ok()) << written.status().ToString();
+  auto m = LoadModel(dir);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+// Disk weights of a store-loaded model stay in the store: the layout (so the scratch file)
+// reserves nothing for them, while the placement still counts them as the plan's disk weights;
+// KV cache and activations are placed as for the same model from any other source.
+TEST(PlacementTest, StoreWeightsOnDiskTakeNoScratchSpace) {
+  for (const char* name : kFixtures) {
+    auto original = Load(name);
+    auto stored = StoreOf(name);
+    ASSERT_NE(original, nullptr);
+    ASSERT_NE(stored, nullptr);
+    EXPECT_FALSE(stored->store_data_path().empty());
+    EXPECT_TRUE(original->store_data_path().empty());
+    Result<ModelSpec> spec = ModelSpecOf(*stored);
+    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+    for (const Plan& plan : Plans()) {
+      SCOPED_TRACE(std::string(name) + "\n" + PlanToString(plan));
+      const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+      Result<Placement> from_store = PlaceBlock(*stored, plan, shape);
+      Result<Placement> from_source = PlaceBlock(*original, plan, shape);
+      ASSERT_TRUE(from_store.ok() && from_source.ok());
+      Result<MemoryPlan> mem = AccountMemory(*spec, {24, 16, 0}, plan);
+      ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+      const int64_t disk_weights = mem->weight_bytes.at(Tier::kDisk);
+      EXPECT_EQ(from_store->layout.use_bytes(Tier::kDisk, MemoryUse::kWeights), 0u);
+      EXPECT_EQ(
+          static_cast<int64_t>(from_source->layout.use_bytes(Tier::kDisk, MemoryUse::kWeights)),
+          disk_weights);
+      EXPECT_EQ(static_cast<int64_t>(from_store->weights.store_disk_bytes), disk_weights);
+      EXPECT_EQ(from_store->weights.home_bytes.at(Tier::kDisk), disk_weights);
+      EXPECT_EQ(from_store->weights.weight_file.empty(), disk_weights == 0);
+      for (MemoryUse use : {MemoryUse::kKvCache, MemoryUse::kActivations}) {
+        EXPECT_EQ(from_store->layout.use_bytes(Tier::kDisk, use),
+                  from_source->layout.use_bytes(Tier::kDisk, use));
+      }
+      EXPECT_LE(from_store->layout.tier_bytes(Tier::kDisk) + static_cast<uint64_t>(disk_weights),
+                from_source->layout.tier_bytes(Tier::kDisk));
+      EXPECT_EQ(from_store->disk_ring.bytes, from_source->disk_ring.bytes);
+    }
+    std::filesystem::remove_all(StoreDir(name));
+  }
+}
+
+// Read in place through the FileEnv (unaligned row ranges through the ring), a store tensor's
+// disk rows are its bytes; CopyWeightsHome wrote none of them to a scratch file (there is none:
+// nothing else lives on disk).
+TEST(PlacementTest, StoreWeightsReadInPlaceRoundTrip) {
+  auto stored = StoreOf("llama-gqa");
+  ASSERT_NE(stored, nullptr);
+  const Plan plan = MakePlan({30, 30, 100, 0, 100, 0}, 1, 1, false);
+  Result<Placement> p = PlaceBlock(*stored, plan, {1, 1, 4, 8});
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ(p->weights.weight_file, stored->store_data_path());
+  MemoryTiersOptions o;
+  o.offload_dir = ::testing::TempDir() + "/no/such/dir";  // never used: no scratch file
+  Result<std::unique_ptr<MemoryTiers>> tiers =
+      MemoryTiers::Create(p->layout, o, p->weights.weight_file);
+  ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+  EXPECT_EQ((*tiers)->capacity_bytes(Tier::kDisk), 0u);
+  ASSERT_TRUE(CopyWeightsHome(p->weights, **tiers).ok());
+  Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
+  ASSERT_TRUE(allocated.ok());
+  AlignedBuffer ring = std::move(allocated).value();
+  int in_store = 0;
+  for (const PlacedLayer& layer : p->weights.layers) {
+    for (const PlacedTensor& t : layer.tensors) {
+      if (t.disk_rows == 0) continue;
+      ASSERT_TRUE(t.disk_in_store) << t.name;
+      ++in_store;
+      std::vector<uint8_t> got(static_cast<size_t>(t.disk_rows * t.row_bytes));
+      const DiskPiece piece{t.disk_home.offset, got.data(), t.disk_home.bytes};
+      ASSERT_TRUE((*tiers)->ReadWeights({&piece, 1}, ring.span()).ok());
+      EXPECT_EQ(std::memcmp(got.data(),
+                            static_cast<const uint8_t*>(t.source.data) +
+                                (t.gpu_rows + t.cpu_rows) * t.row_bytes,
+                            got.size()),
+                0)
+          << t.name;
+    }
+  }
+  EXPECT_GT(in_store, 0);
+  std::filesystem::remove_all(StoreDir("llama-gqa"));
 }
 
 }  // namespace

@@ -120,8 +120,10 @@ TEST(FlexGenComparison, DocumentedGapOpt175b4BitWeightExpansion) {
     return t.step_s(c.hand.overlap);
   };
   const double flexgen_like_s =
-      model.num_layers * step(e.prefill.layer, extra) + e.prefill.output.step_s(true) +
-      31 * (model.num_layers * step(e.decode.layer, extra) + e.decode.output.step_s(true));
+      e.prefill.input.step_s(true) + model.num_layers * step(e.prefill.layer, extra) +
+      e.prefill.output.step_s(true) +
+      31 * (e.decode.input.step_s(true) + model.num_layers * step(e.decode.layer, extra) +
+            e.decode.output.step_s(true));
   const double flexgen_like_tps = c.hand.block_size() * 32 / flexgen_like_s;
   std::printf(
       "OPT-175B 4-bit: strata-style %.3f tokens/s; with FlexGen's per-micro-batch "

@@ -3,16 +3,24 @@
 // transformers — for every policy: all on the GPU, all on the CPU, all on disk, mixed splits of
 // weights, cache and activations, many gpu batch size x micro-batch shapes, CPU attention on and
 // off, with lanes jittered so that they interleave differently on every run. Also holds each
-// run's peak bytes per tier to the plan's figures (rule 2).
+// run's peak bytes per tier to the plan's figures (rule 2). With the 4-bit KV cache
+// (compress_cache) the reference is Generator on the same 4-bit cache (KvCache, Transformer's
+// compressed path), and the same policies must give its tokens exactly.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "policy/memory_accounting.h"
 #include "src/backend/backend.h"
+#include "src/memory/model_spec_of.h"
 #include "src/model/model.h"
+#include "src/model/store_writer.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
@@ -43,6 +51,11 @@ const Policy kPolicies[] = {
     {"one_micro_batch", {10, 10, 10, 10, 10, 10}, 5, 1, false},
 };
 
+// What the plan compresses; Generator's reference runs with the same.
+struct Compression {
+  bool cache = false;
+};
+
 std::vector<GenerationRequest> Requests(const nlohmann::json& expected, int max_new) {
   std::vector<GenerationRequest> block;
   for (const auto& ids : expected["input_ids"]) {
@@ -60,12 +73,16 @@ std::vector<GenerationRequest> Requests(const nlohmann::json& expected, int max_
 // metrics. `jitter_us` shakes the lanes.
 std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& tokenizer,
                                            const std::vector<GenerationRequest>& block,
-                                           const std::vector<Policy>& policies, int jitter_us) {
+                                           const std::vector<Policy>& policies, int jitter_us,
+                                           Compression compression = {}) {
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend();
   Transformer transformer(model, *backend);
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
   Generator generator(transformer, tokenizer, eog);
+  KvCacheOptions cache_options;
+  cache_options.compress = compression.cache;
+  generator.set_cache_options(cache_options);
   const std::vector<GenerationResult> want = generator.Generate(block);
   for (const Policy& policy : policies) {
     SCOPED_TRACE(policy.name);
@@ -75,6 +92,7 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
     if (!plan.ok()) continue;
     o.plan = *plan;
     o.plan.cpu_attention = policy.cpu_attention;
+    o.plan.compress_cache = compression.cache;
     o.tiers.offload_dir = ::testing::TempDir();
     o.executor.jitter_us = jitter_us;
     o.executor.jitter_seed = static_cast<uint32_t>(jitter_us);
@@ -135,8 +153,39 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
   CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200);
 }
 
+// The 4-bit KV cache under every policy: written quantized as the prefill and each decode step
+// produce it, moved between tiers compressed, attended on its codes (on the CPU for delegated
+// rows). Generator on the same 4-bit cache is the reference; it differs from the fp32 run, which
+// shows the cache really is 4-bit.
+TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  CheckPolicies(*model, *tokenizer, block,
+                std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0,
+                {.cache = true});
+  CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, {.cache = true});
+  // The reference itself is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
+  auto backend = MakeCpuBackend();
+  Transformer transformer(*model, *backend);
+  Generator generator(transformer, *tokenizer, {});
+  KvCacheOptions q4;
+  q4.compress = true;
+  generator.set_cache_options(q4);
+  const std::vector<GenerationResult> got = generator.Generate(block);
+  size_t differ = 0;
+  for (size_t p = 0; p < block.size(); ++p) {
+    differ += got[p].tokens != expected["greedy"][p].get<std::vector<int32_t>>();
+  }
+  EXPECT_GT(differ, 0u);
+}
+
 // Every byte is accounted (docs/DESIGN.md, rule 2): what a run holds per tier — arenas, scratch
-// file and the compute workspaces — stays within the plan's figures for the same model.
+// file and the compute workspaces — stays within the plan's figures for the same model, and the
+// KV cache homes are the accounting's figures byte for byte, fp32 or 4-bit.
 TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -145,13 +194,17 @@ TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
       FixtureBlock(GetParam(), 4, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
-  const std::vector<ExecutorMetrics> metrics = CheckPolicies(*model, *tokenizer, block, policies, 0);
-  for (size_t i = 0; i < metrics.size(); ++i) {
-    const ExecutorMetrics& m = metrics[i];
-    for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
-      ASSERT_GE(m.planned_bytes.at(t), 0) << "the accounting cannot describe " << GetParam();
-      EXPECT_LE(m.peak_bytes.at(t), m.planned_bytes.at(t))
-          << policies[i].name << ", " << TierName(t) << "\n" << m.ToString();
+  for (const bool compress_cache : {false, true}) {
+    SCOPED_TRACE(compress_cache ? "4-bit cache" : "fp32 cache");
+    const std::vector<ExecutorMetrics> metrics =
+        CheckPolicies(*model, *tokenizer, block, policies, 0, {.cache = compress_cache});
+    for (size_t i = 0; i < metrics.size(); ++i) {
+      const ExecutorMetrics& m = metrics[i];
+      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+        ASSERT_GE(m.planned_bytes.at(t), 0) << "the accounting cannot describe " << GetParam();
+        EXPECT_LE(m.peak_bytes.at(t), m.planned_bytes.at(t))
+            << policies[i].name << ", " << TierName(t) << "\n" << m.ToString();
+      }
     }
   }
 }
@@ -171,7 +224,10 @@ TEST_P(FixturePolicyTest, CpuAttentionLoadsNeverOverwriteTheMicroBatchComputing)
                          {"cache_split", {0, 100, 0, 40, 0, 100}, 2, 3, true}};
   for (int seed = 0; seed < 4; ++seed) {
     SCOPED_TRACE("jitter seed " + std::to_string(seed));
-    for (const Policy& p : race) CheckPolicies(*model, *tokenizer, block, {p}, 300 + 50 * seed);
+    for (const Policy& p : race) {
+      CheckPolicies(*model, *tokenizer, block, {p}, 300 + 50 * seed);
+      CheckPolicies(*model, *tokenizer, block, {p}, 300 + 50 * seed, {.cache = true});
+    }
   }
 }
 
@@ -194,6 +250,27 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
   EXPECT_NE(got.status().message().find("no/such/dir"), std::string::npos);
 }
 
+// 4-bit weights are not run by the offloading engine yet: the block fails with a message that
+// says what to drop, and nothing runs.
+TEST(OffloadErrorTest, FourBitWeightsAreRefusedWithAMessage) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock("opt", 2, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  auto backend = MakeCpuBackend();
+  OffloadOptions o;
+  o.plan = *PlanFromFlexGenPercent({0, 100, 0, 100, 0, 100}, 2, 2);
+  o.plan.compress_weight = true;
+  o.tiers.offload_dir = ::testing::TempDir();
+  OffloadGenerator offload(*model, *backend, *tokenizer, {}, o);
+  Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().ToString();
+  EXPECT_NE(got.status().message().find("--compress-weight"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
                          ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias"));
 
@@ -206,7 +283,8 @@ std::string DefaultModelPath() {
   return d + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
 }
 
-// The default model, kept small: three prompts, five tokens, three policies.
+// The default model, kept small: three prompts, five tokens, three policies, with the fp32 and
+// the 4-bit cache.
 TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
   const std::string path = DefaultModelPath();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
@@ -223,11 +301,122 @@ TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
     r.sampling.temperature = 0.0f;
     block.push_back(r);
   }
-  CheckPolicies(**model, **tokenizer, block,
-                {{"all_disk", {0, 0, 0, 0, 0, 0}, 2, 2, false},
-                 {"mixed_cpu_attention", {30, 40, 20, 50, 40, 30}, 1, 3, true},
-                 {"flexgen_30b", {20, 80, 0, 100, 0, 100}, 3, 1, true}},
-                0);
+  const std::vector<Policy> policies = {
+      {"all_disk", {0, 0, 0, 0, 0, 0}, 2, 2, false},
+      {"mixed_cpu_attention", {30, 40, 20, 50, 40, 30}, 1, 3, true},
+      {"flexgen_30b", {20, 80, 0, 100, 0, 100}, 3, 1, true}};
+  CheckPolicies(**model, **tokenizer, block, policies, 0);
+  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true});
+}
+
+// A FileEnv that passes everything on and adds up what is preallocated: the scratch file's size.
+class AllocationCounter final : public FileEnv {
+ public:
+  AllocationCounter(std::unique_ptr<FileEnv> base, std::atomic<uint64_t>* allocated)
+      : base_(std::move(base)), allocated_(allocated) {}
+  std::string name() const override { return base_->name(); }
+  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
+                                         const FileOptions& options) override {
+    return base_->Open(path, options);
+  }
+  Status Remove(const std::string& path) override { return base_->Remove(path); }
+  Status Allocate(DiskFile* file, uint64_t bytes) override {
+    *allocated_ += bytes;
+    return base_->Allocate(file, bytes);
+  }
+  Result<uint64_t> Size(DiskFile* file) override { return base_->Size(file); }
+  Status Sync(DiskFile* file) override { return base_->Sync(file); }
+  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
+    base_->Submit(requests, event);
+  }
+
+ private:
+  std::unique_ptr<FileEnv> base_;
+  std::atomic<uint64_t>* allocated_;
+};
+
+// A model loaded from a strata store (`strata convert`, raw tensors) reads its disk weights in
+// place from tensors.bin: the scratch file is smaller by exactly the plan's disk weights (and
+// not created at all when only weights live on disk), and the tokens are Generator's — on the
+// store model and on the source it was converted from — under every plan, the all-GPU one too.
+TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
+  for (const char* name : {"opt", "llama-gqa"}) {
+    SCOPED_TRACE(name);
+    std::unique_ptr<Model> source;
+    std::unique_ptr<Tokenizer> tokenizer;
+    nlohmann::json expected;
+    const std::vector<GenerationRequest> block =
+        FixtureBlock(name, 6, &source, &tokenizer, &expected);
+    ASSERT_FALSE(block.empty());
+    const std::string dir = ::testing::TempDir() + "/policy_store_" + name + "_" +
+                            std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    ASSERT_TRUE(WriteStore(*source, dir).ok());
+    auto stored = LoadModel(dir);
+    ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+    auto backend = MakeCpuBackend();
+    const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer, source->config());
+    Transformer source_transformer(*source, *backend);
+    const std::vector<GenerationResult> want =
+        Generator(source_transformer, *tokenizer, eog).Generate(block);
+    for (size_t p = 0; p < block.size(); ++p) {
+      std::vector<int32_t> greedy = expected["greedy"][p].get<std::vector<int32_t>>();
+      greedy.resize(std::min(greedy.size(), want[p].tokens.size()));
+      EXPECT_EQ(want[p].tokens, greedy);
+    }
+    Transformer store_transformer(**stored, *backend);
+    const std::vector<GenerationResult> want_store =
+        Generator(store_transformer, *tokenizer, eog).Generate(block);
+    for (size_t p = 0; p < block.size(); ++p) EXPECT_EQ(want_store[p].tokens, want[p].tokens);
+
+    const Policy policies[] = {{"all_gpu", {100, 0, 100, 0, 100, 0}, 2, 3, false},
+                               {"weights_on_disk", {0, 0, 100, 0, 100, 0}, 2, 3, false},
+                               {"all_disk", {0, 0, 0, 0, 0, 0}, 1, 3, false},
+                               {"mixed", {30, 40, 20, 50, 40, 30}, 2, 3, true},
+                               {"flexgen_175b", {0, 50, 0, 0, 0, 100}, 1, 5, true}};
+    for (const Policy& policy : policies) {
+      SCOPED_TRACE(policy.name);
+      Result<Plan> plan = PlanFromFlexGenPercent(policy.percent, policy.gbs, policy.nb);
+      ASSERT_TRUE(plan.ok());
+      plan->cpu_attention = policy.cpu_attention;
+      uint64_t scratch[2] = {};
+      for (int from_store = 0; from_store < 2; ++from_store) {
+        const Model& model = from_store ? **stored : *source;
+        std::atomic<uint64_t> allocated{0};
+        OffloadOptions o;
+        o.plan = *plan;
+        o.tiers.offload_dir = ::testing::TempDir();
+        o.tiers.wrap_file_env = [&](std::unique_ptr<FileEnv> env) -> std::unique_ptr<FileEnv> {
+          return std::make_unique<AllocationCounter>(std::move(env), &allocated);
+        };
+        o.executor.jitter_us = 50;
+        OffloadGenerator offload(model, *backend, *tokenizer, eog, o);
+        Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+        ASSERT_TRUE(got.ok()) << got.status().ToString();
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ((*got)[i].tokens, want[i].tokens) << "request " << i << " store " << from_store;
+        }
+        const ExecutorMetrics& m = offload.metrics();
+        EXPECT_LE(m.peak_bytes.at(Tier::kDisk), m.planned_bytes.at(Tier::kDisk));
+        scratch[from_store] = allocated.load();
+      }
+      Result<ModelSpec> spec = ModelSpecOf(*source);
+      ASSERT_TRUE(spec.ok());
+      int prompt_len = 0;
+      for (const GenerationRequest& r : block) {
+        prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
+      }
+      Result<MemoryPlan> mem = AccountMemory(*spec, {prompt_len, 6, 0}, *plan);
+      ASSERT_TRUE(mem.ok());
+      const uint64_t disk_weights = static_cast<uint64_t>(mem->weight_bytes.at(Tier::kDisk));
+      EXPECT_GE(scratch[0], scratch[1] + disk_weights);
+      const std::vector<int>& pc = policy.percent;
+      if (pc[2] + pc[3] == 100 && pc[4] + pc[5] == 100) {
+        EXPECT_EQ(scratch[1], 0u) << "only weights live on disk: no scratch file";
+      }
+    }
+    std::filesystem::remove_all(dir);
+  }
 }
 
 }  // namespace

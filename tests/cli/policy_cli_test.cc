@@ -1,0 +1,211 @@
+// The policy through the binary: `strata plan` on model paths, `--policy auto` in `strata run`
+// and `strata bench`, and the predicted-next-to-measured lane times of --metrics.
+#include <gtest/gtest.h>
+
+#include "tests/cli/cli_runner.h"
+
+namespace strata {
+namespace {
+
+const std::string kModel = kFixtureModel + "llama-gqa";
+
+std::string Req(const std::string& id, const std::string& prompt, int max_tokens) {
+  return R"({"custom_id":")" + id + R"(","prompt":")" + prompt + R"(","max_tokens":)" +
+         std::to_string(max_tokens) + R"(,"temperature":0})" + "\n";
+}
+
+// A small machine with a real GPU tier (not emulated), in the profile format.
+std::string Profile(const std::string& name, const std::string& gpu_capacity = "8000000000") {
+  return "name: " + name + "\n" + "gpu_capacity_bytes: " + gpu_capacity + "\n" +
+         "cpu_capacity_bytes: 16000000000\ndisk_capacity_bytes: 100000000000\n"
+         "h2d_gbps: 5\nd2h_gbps: 5\ndisk_read_gbps: 1\ndisk_write_gbps: 1\n"
+         "gpu_prefill_tflops: 0.05\ngpu_decode_tflops: 0.02\ngpu_memory_gbps: 10\n"
+         "gpu_attention_prefill_tflops: 0.02\ngpu_attention_gbps: 2\ngpu_attention_q4_gbps: 1\n"
+         "gpu_dequant_gbps: 2\ncpu_cores: 2\ncpu_memory_gbps: 10\ncpu_attention_gbps: 2\n"
+         "cpu_attention_q4_gbps: 1\n";
+}
+
+class PolicyCliTest : public CliTest {
+ protected:
+  // RunStrata, with stdout kept in `stdout_name`.
+  CliResult RunKeepingStdout(const std::string& args, const std::string& stdout_name,
+                             const std::string& env = "") {
+    const std::string cmd = "OMP_NUM_THREADS=1 " + env + " " + STRATA_BINARY + " " + args +
+                            " >" + Path(stdout_name) + " 2>" + Path("stderr.txt");
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(Path("stderr.txt"))};
+  }
+};
+
+TEST_F(PolicyCliTest, PlanDescribesAModelDirectoryAsTheRunLoadsIt) {
+  const CliResult r = RunKeepingStdout("plan --model " + kModel +
+                                           " --hardware t4 --prompt-len 16 --gen-len 8 --json",
+                                       "plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(Path("plan.json")));
+  EXPECT_EQ(report["model"], kModel);
+  EXPECT_TRUE(report["fits"].get<bool>());
+  EXPECT_GT(report["memory"]["GPU"]["weights_bytes"].get<int64_t>() +
+                report["memory"]["CPU"]["weights_bytes"].get<int64_t>() +
+                report["memory"]["disk"]["weights_bytes"].get<int64_t>(),
+            0);
+  EXPECT_GT(report["throughput_tokens_per_s"].get<double>(), 0);
+}
+
+TEST_F(PolicyCliTest, PlanOnAMissingModelPathSaysSo) {
+  const CliResult r = RunStrata("plan --model " + Path("no/such/model.gguf") +
+                                " --hardware t4 --prompt-len 16 --gen-len 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("does not exist"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("preset"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(PolicyCliTest, PlanOnADirectoryThatIsNoModelSaysSo) {
+  std::filesystem::create_directories(Path("empty"));
+  const CliResult r = RunStrata("plan --model " + Path("empty") +
+                                " --hardware t4 --prompt-len 16 --gen-len 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("strata plan: "), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find(Path("empty")), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(PolicyCliTest, PlanWithoutHardwareUsesTheCachedProfileOrSaysHowToGetOne) {
+  const std::string args = "plan --model " + kModel + " --prompt-len 16 --gen-len 8";
+  CliResult r = RunStrata(args, "STRATA_CACHE=" + Path("cache"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("strata profile"), std::string::npos) << r.stderr_text;
+  std::filesystem::create_directories(Path("cache"));
+  Write("cache/hardware.yaml", Profile("cached-box"));
+  r = RunKeepingStdout(args + " --json", "plan.json", "STRATA_CACHE=" + Path("cache"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(Path("plan.json")))["hardware"], "cached-box");
+}
+
+TEST_F(PolicyCliTest, PlanRejectsAPromptLongerThanTheModelsContext) {
+  const CliResult r = RunStrata("plan --model " + kModel +
+                                " --hardware t4 --prompt-len 100000 --gen-len 8");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("context"), std::string::npos) << r.stderr_text;
+}
+
+// Without --hardware and without a cached profile, --policy auto keeps the in-memory Generator
+// and says why.
+TEST_F(PolicyCliTest, RunWithoutAProfileKeepsTheInMemoryGenerator) {
+  Write("in.jsonl", Req("a", "Hello", 4));
+  const CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
+                                    " --output " + Path("out.jsonl"),
+                                "STRATA_CACHE=" + Path("cache"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("hardware profile: none"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("run in memory by the Generator"), std::string::npos)
+      << r.stderr_text;
+}
+
+// A cached profile with a GPU tier smaller than the model makes --policy auto search and offload;
+// the run holds to the capacity the plan was searched for, and the tokens are the in-memory
+// Generator's.
+TEST_F(PolicyCliTest, RunSearchesWithTheCachedProfile) {
+  std::string in;
+  for (int i = 0; i < 4; ++i) in += Req("r" + std::to_string(i), std::string(i + 2, 'y'), 5);
+  Write("in.jsonl", in);
+  std::filesystem::create_directories(Path("cache"));
+  Write("cache/hardware.yaml", Profile("tiny-gpu", "400000"));
+  const CliResult searched = RunStrata(
+      "run --model " + kModel + " --input " + Path("in.jsonl") + " --output " +
+          Path("auto.jsonl") + " --batch-size 4 --offload-dir " + Path("") + " --metrics " +
+          Path("m.json"),
+      "STRATA_CACHE=" + Path("cache"));
+  ASSERT_EQ(searched.exit_code, 0) << searched.stderr_text;
+  EXPECT_NE(searched.stderr_text.find("plan searched (profile tiny-gpu"), std::string::npos)
+      << searched.stderr_text;
+  EXPECT_NE(searched.stderr_text.find("offloading engine"), std::string::npos)
+      << searched.stderr_text;
+  const CliResult plain = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
+                                        " --output " + Path("plain.jsonl") + " --batch-size 4",
+                                    "STRATA_CACHE=" + Path("nocache"));
+  ASSERT_EQ(plain.exit_code, 0) << plain.stderr_text;
+  EXPECT_EQ(SortedLines(ReadFile(Path("auto.jsonl"))), SortedLines(ReadFile(Path("plain.jsonl"))));
+  const nlohmann::json m = nlohmann::json::parse(ReadFile(Path("m.json")));
+  EXPECT_EQ(m["lanes"]["profile"], "tiny-gpu");
+  // The GPU tier cannot hold the fixture with its buffers: part of it lives on the CPU.
+  EXPECT_GT(m["memory"]["peak_bytes"]["cpu"].get<uint64_t>(), 0u);
+  EXPECT_GT(m["memory"]["peak_bytes"]["gpu"].get<uint64_t>(), 0u);
+  EXPECT_LE(m["memory"]["peak_bytes"]["gpu"].get<uint64_t>(), 400000u);
+}
+
+// --metrics carries, per phase, kind of layer and lane, the prediction next to the measurement.
+TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
+  std::string in;
+  for (int i = 0; i < 4; ++i) in += Req("r" + std::to_string(i), "tell me a story", 6);
+  Write("in.jsonl", in);
+  Write("hw.yaml", Profile("test-box"));
+  const CliResult r = RunStrata(
+      "run --model " + kModel + " --input " + Path("in.jsonl") + " --output " +
+      Path("out.jsonl") + " --batch-size 4 --percent 0 100 0 100 100 0 --gpu-batch-size 2 "
+      "--num-gpu-batches 2 --hardware " + Path("hw.yaml") + " --offload-dir " + Path("") +
+      " --metrics " + Path("m.json"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("lane busy time, predicted / measured"), std::string::npos)
+      << r.stderr_text;
+  const nlohmann::json m = nlohmann::json::parse(ReadFile(Path("m.json")));
+  ASSERT_EQ(m["lanes"]["profile"], "test-box");
+  const nlohmann::json& times = m["lanes"]["times"];
+  ASSERT_EQ(times.size(), 2u * 3u * 3u);
+  double measured_total = 0;
+  for (const nlohmann::json& t : times) {
+    const std::string phase = t["phase"], layer = t["layer"], lane = t["lane"];
+    EXPECT_TRUE(phase == "prefill" || phase == "decode") << t;
+    EXPECT_TRUE(layer == "input" || layer == "transformer" || layer == "output") << t;
+    EXPECT_TRUE(lane == "load" || lane == "compute" || lane == "store") << t;
+    EXPECT_GE(t["measured_s"].get<double>(), 0) << t;
+    measured_total += t["measured_s"].get<double>();
+    ASSERT_TRUE(t["predicted_s"].is_number()) << t;
+    EXPECT_GE(t["predicted_s"].get<double>(), 0) << t;
+    if (layer == "input" && lane == "load") {
+      // The embedding's rows live on the CPU and are copied in at every token step.
+      EXPECT_GT(t["predicted_s"].get<double>(), 0) << t;
+      EXPECT_GT(t["measured_s"].get<double>(), 0) << t;
+    }
+    if (layer == "transformer" && (lane == "compute" || lane == "load")) {
+      // Weights and cache on the CPU: every transformer step computes and copies weights in.
+      EXPECT_GT(t["predicted_s"].get<double>(), 0) << t;
+      EXPECT_GT(t["measured_s"].get<double>(), 0) << t;
+    }
+  }
+  // The lanes' measured busy time is the executor's, split: it cannot exceed the run's time.
+  EXPECT_GT(measured_total, 0);
+  EXPECT_LT(measured_total, 3 * m["generation_s"].get<double>() + 1e-3);
+}
+
+TEST_F(PolicyCliTest, RunRejectsABadHardwareProfile) {
+  Write("in.jsonl", Req("a", "Hello", 2));
+  Write("hw.yaml", Profile("bad", "-5"));
+  CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
+                          " --output " + Path("out.jsonl") + " --hardware " + Path("hw.yaml"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("gpu_capacity_bytes"), std::string::npos) << r.stderr_text;
+  std::filesystem::create_directories(Path("cache"));
+  Write("cache/hardware.yaml", "name: half\nh2d_gbps: 3\n");
+  r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") + " --output " +
+                    Path("out.jsonl"),
+                "STRATA_CACHE=" + Path("cache"));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("strata profile"), std::string::npos) << r.stderr_text;
+}
+
+TEST_F(PolicyCliTest, BenchSearchesAndReportsLaneTimes) {
+  Write("hw.yaml", Profile("bench-box", "2000000000"));
+  const CliResult r = RunKeepingStdout("bench --model " + kModel +
+                                           " --prompt-len 8 --gen-len 3 --max-block-size 2 "
+                                           "--hardware " + Path("hw.yaml") + " --offload-dir " +
+                                           Path(""),
+                                       "bench.txt");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const std::string out = ReadFile(Path("bench.txt"));
+  EXPECT_NE(out.find("searched (profile bench-box"), std::string::npos) << out;
+  EXPECT_NE(out.find("profile bench-box:"), std::string::npos) << out;
+  EXPECT_NE(out.find("decode   transformer"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace strata
