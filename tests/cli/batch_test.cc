@@ -32,19 +32,6 @@ std::string RunArgs(const std::string& in, const std::string& out, const std::st
   return "run --model " + kModel + " --input " + in + " --output " + out + " " + extra;
 }
 
-// Waits until `path` is not empty; false when `pid` exits first.
-bool WaitForOutput(const std::string& path, pid_t pid) {
-  std::error_code ec;
-  while (std::filesystem::file_size(path, ec) == 0 || ec) {
-    siginfo_t info{};
-    if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 TEST_F(CliTest, OpenAiLinesGetOpenAiResults) {
   Write("in.jsonl",
         R"({"custom_id":"c1","method":"POST","url":"/v1/completions","body":{"model":"m",)"

@@ -9,12 +9,14 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -114,6 +116,19 @@ class CliTest : public ::testing::Test {
 
   std::filesystem::path dir_;
 };
+
+// Waits until `path` is not empty; false when `pid` exits first.
+inline bool WaitForOutput(const std::string& path, pid_t pid) {
+  std::error_code ec;
+  while (std::filesystem::file_size(path, ec) == 0 || ec) {
+    siginfo_t info{};
+    if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) {
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 // The default model in the cache ($STRATA_CACHE, else ~/.cache/strata); empty when missing.
 inline std::string DefaultModelPath() {

@@ -88,19 +88,6 @@ TEST_F(OffloadCliTest, BadOffloadDirectoryKeepsTheJournalAndTheRerunCompletesIt)
   EXPECT_EQ(ReadFile(Path("out.jsonl")), ReadFile(Path("ref.jsonl")));
 }
 
-// Waits until `path` is not empty; false when `pid` exits first.
-bool WaitForOutput(const std::string& path, pid_t pid) {
-  std::error_code ec;
-  while (std::filesystem::file_size(path, ec) == 0 || ec) {
-    siginfo_t info{};
-    if (::waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid != 0) {
-      return false;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
-
 // SIGTERM reaches the offloading executor (OffloadGenerator::set_cancel): the run stops at a
 // token step with exit code 75 and whole lines only; the rerun finishes with the same lines as a
 // run never stopped.
