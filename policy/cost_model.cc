@@ -21,7 +21,13 @@ struct Sizes {
   double input_stored;                               // input embedding (+ positions)
   double kv_token, kv_token_fp16, act_token, head_vector;
   double layer_fp16, output_fp16;  // fp16-equivalent bytes of the matrices (4-bit expansion)
+  // 4 KiB pages a decode step writes per sequence for a disk-resident cache: the executor writes
+  // the page holding the new slot in each (KV head, plane) row, and rows shorter than a page
+  // (max_len slots of a small plane) share their pages.
+  double kv_pages_per_sequence;
 };
+
+constexpr double kPageBytes = 4096;
 
 Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   const std::vector<WeightLayer> layers = BuildWeightLayers(m);
@@ -46,6 +52,16 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   s.input_stored = StoredLayerBytes(layers[0], p.compress_weight, dtype);
   s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
   s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
+  const double max_len = w.max_len();
+  const double planes[] = {p.compress_cache ? m.head_dim / 2.0 : double(KvHeadTokenBytes(m, false)),
+                           p.compress_cache ? KvHeadTokenBytes(m, true) - m.head_dim / 2.0 : 0.0};
+  s.kv_pages_per_sequence = 0;
+  for (double slot_bytes : planes) {
+    if (slot_bytes > 0) {
+      s.kv_pages_per_sequence +=
+          2.0 * m.num_kv_heads * std::min(1.0, max_len * slot_bytes / kPageBytes);
+    }
+  }
   s.layer_fp16 = s.layer_params * 2;
   s.output_fp16 = s.output_params * 2;
   s.act_token = double(m.hidden_size) * m.activation_dtype_bytes;
@@ -76,7 +92,12 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   f.disk_write_s.Add(kActivationDisk, acts * wr);
   // New K and V go to their home.
   OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, new_kv * d2h);
-  f.disk_write_s.Add(kCacheDisk, new_kv * wr);
+  if (prefill || hw.disk_page_write_gbps <= 0) {
+    f.disk_write_s.Add(kCacheDisk, new_kv * wr);
+  } else {
+    f.disk_write_s.Add(kCacheDisk, s.block * s.kv_pages_per_sequence * kPageBytes /
+                                       (hw.disk_page_write_gbps * kGiga));
+  }
 
   const double tflops = (prefill ? hw.gpu_prefill_tflops : hw.gpu_decode_tflops) * kTera;
   // A GEMM reads the layer's (expanded) weights once per micro-batch.

@@ -12,7 +12,9 @@
 // staged through pinned memory, so a disk-resident byte costs a disk read and an h2d copy.
 // 4-bit weights are expanded once per layer per block (not once per micro-batch, as FlexGen
 // does); the 4-bit cache is read directly by the attention kernels at their own rates.
-// Decode steps are averaged over the generation (context prompt_len + gen_len / 2).
+// Decode steps are averaged over the generation (context prompt_len + gen_len / 2). A decode
+// step's new KV for a disk-resident cache is written as the executor writes it, one 4 KiB page
+// per (sequence, KV head, plane), at disk_page_write_gbps when the profile has it.
 // The input embedding's compute (a gather of a few rows) is not modelled, but its off-GPU rows
 // are copied in once per token step, as the executor does with every layer's weights.
 #pragma once

@@ -43,6 +43,9 @@ Status HardwareSpec::Validate() const {
   };
   VisitNumbers(*this, check, check);
   check("cpu_cores", cpu_cores);
+  if (status.ok() && disk_page_write_gbps < 0) {
+    status = Status::InvalidArgument("disk_page_write_gbps must be positive or absent");
+  }
   return status;
 }
 
@@ -56,6 +59,7 @@ Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::s
       spec, [&](const char* key, int64_t& v) { reader.Int64(key, &v, 0); },
       [&](const char* key, double& v) { reader.Double(key, &v, /*positive=*/false); });
   reader.Int("cpu_cores", &spec.cpu_cores, 0);
+  reader.OptionalDouble("disk_page_write_gbps", &spec.disk_page_write_gbps, /*positive=*/true);
   reader.OptionalBool("gpu_emulated", &spec.gpu_emulated);
   reader.OptionalBool("h2d_emulated", &spec.h2d_emulated);
   reader.OptionalBool("d2h_emulated", &spec.d2h_emulated);
@@ -88,6 +92,10 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
         out << key << ": " << policy_internal::FormatDouble(v) << "\n";
       });
   out << "cpu_cores: " << spec.cpu_cores << "\n";
+  if (spec.disk_page_write_gbps > 0) {
+    out << "disk_page_write_gbps: " << policy_internal::FormatDouble(spec.disk_page_write_gbps)
+        << "\n";
+  }
   out << "gpu_emulated: " << (spec.gpu_emulated ? "true" : "false") << "\n";
   out << "h2d_emulated: " << (spec.h2d_emulated ? "true" : "false") << "\n";
   out << "d2h_emulated: " << (spec.d2h_emulated ? "true" : "false") << "\n";

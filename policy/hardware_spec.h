@@ -29,6 +29,10 @@ struct HardwareSpec {
   double d2h_gbps = 0;         // device -> pinned host copies
   double disk_read_gbps = 0;   // disk -> pinned host, large O_DIRECT requests
   double disk_write_gbps = 0;  // pinned host -> disk
+  // Optional (0: not measured). Pinned host -> disk in single 4 KiB pages at scattered offsets,
+  // a queue depth of them per submission: the executor's decode cache writes (one page per KV row
+  // and plane). 0 charges those writes as their bytes at disk_write_gbps (FlexGen's model).
+  double disk_page_write_gbps = 0;
 
   // GPU compute.
   double gpu_prefill_tflops = 0;            // fp16 GEMM at prefill shapes (many rows)
@@ -59,8 +63,9 @@ struct HardwareSpec {
   Status Validate() const;
 };
 
-// YAML with one key per field (every key required except description and the *_emulated flags,
-// which default to empty and false). Zero or negative capacities or rates, missing or unknown keys,
+// YAML with one key per field (every key required except description, disk_page_write_gbps and
+// the *_emulated flags, which default to empty, 0 and false; a present disk_page_write_gbps must
+// be positive). Zero or negative capacities or rates, missing or unknown keys,
 // and a document that is not a map are errors naming the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
 Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);

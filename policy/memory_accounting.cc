@@ -27,8 +27,10 @@ struct Shape {
   int64_t transformer_workspace_bytes;
   int64_t logits_bytes;
   int64_t last_hidden_bytes;
-  int64_t expanded_weight_bytes;  // fp16 copy of the largest compute layer (4-bit weights)
+  int64_t expanded_weight_bytes;  // fp32 copy of the largest compute layer (4-bit weights)
   int64_t kv_prefill_bytes;       // 4-bit cache: a sequence's prompt keys and values
+  int64_t kv_smoothing_bytes;     // smoothed keys: fp32 mean and scale per (layer, sequence,
+                                  // KV head) of the block
   int64_t cpu_attention_workspace_bytes;  // one of the two buffers
 };
 
@@ -60,12 +62,17 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
   s.last_hidden_bytes = s.gbs * s.hidden * s.act_bytes;
 
   if (p.compress_weight) {
-    int64_t largest = MatrixElements(layers[1]);
+    // The executor expands a scheduling layer's 4-bit matrices to fp32 (the input layer's
+    // embeddings, a block's attention or MLP matrices, the output projection).
+    int64_t largest = std::max(MatrixElements(layers[0]), MatrixElements(layers[1]));
     const int64_t lm_head = int64_t{m.vocab_size} * m.hidden_size;
     largest = std::max(largest, m.tie_word_embeddings ? lm_head : MatrixElements(layers[2]));
-    s.expanded_weight_bytes = largest * m.weight_dtype_bytes;
+    s.expanded_weight_bytes = largest * 4;
   }
   if (p.compress_cache) s.kv_prefill_bytes = 2 * s.kv_heads * s.prompt * s.head_dim * s.act_bytes;
+  if (p.smooth_keys()) {
+    s.kv_smoothing_bytes = 2 * int64_t{m.num_layers} * s.gbs * s.nb * s.kv_heads * s.head_dim * 4;
+  }
   // Queries and outputs of one micro-batch's decode step.
   s.cpu_attention_workspace_bytes = 2 * s.gbs * s.heads * s.head_dim * s.act_bytes;
   return s;
@@ -164,6 +171,11 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
         "64 above 64; " +
         model.name + " has " + std::to_string(model.head_dim) + "; run without --compress-cache");
   }
+  if (plan.rotate_keys() && (model.head_dim & (model.head_dim - 1)) != 0) {
+    return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; " +
+                               model.name + " has " + std::to_string(model.head_dim) +
+                               "; use --cache-keys plain");
+  }
   const std::vector<WeightLayer> layers = BuildWeightLayers(model);
   const Shape s = ShapeOf(model, workload, plan, layers);
 
@@ -229,6 +241,7 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
             false);
   AddBuffer(mem, "expanded_weights", Tier::kGpu, s.expanded_weight_bytes, 1, false);
   AddBuffer(mem, "kv_prefill", Tier::kGpu, s.kv_prefill_bytes, 1, false);
+  AddBuffer(mem, "kv_smoothing", Tier::kGpu, s.kv_smoothing_bytes, 1, false);
 
   for (const TierBytes* row : {&mem.weight_bytes, &mem.kv_cache_bytes, &mem.activation_bytes,
                                &mem.staging_bytes, &mem.workspace_bytes, &mem.alignment_bytes}) {
@@ -268,7 +281,7 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
       .Add(kCacheDisk, 2 * s.kv_rows * kv_staging_row);
   gpu.Add(kActivationCpu, act_slots).Add(kActivationDisk, act_slots);
   gpu.constant = double(s.transformer_workspace_bytes) + s.logits_bytes + s.last_hidden_bytes +
-                 s.expanded_weight_bytes + s.kv_prefill_bytes;
+                 s.expanded_weight_bytes + s.kv_prefill_bytes + s.kv_smoothing_bytes;
 
   LinearForm& cpu = lm.cpu_bytes;
   cpu.Add(kWeightCpu, weights).Add(kCacheCpu, kv).Add(kActivationCpu, act);

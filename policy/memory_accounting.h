@@ -25,9 +25,12 @@
 //                                     lives off the GPU;
 //                     logits, last_hidden  [gpu_batch_size, vocab] fp32 and [gpu_batch_size,
 //                                     hidden] activations of the micro-batch computing;
-//                     expanded_weights fp16 copy of the largest compute layer (4-bit weights);
+//                     expanded_weights fp32 copy of the largest compute layer (4-bit weights);
 //                     kv_prefill       4-bit cache: the fp32 keys and values of one
 //                                     sequence's prompt, which its prefill attends to;
+//                     kv_smoothing     smoothed 4-bit keys: the fp32 channel mean and scale of
+//                                     every (layer, sequence of the block, KV head), 2 x head_dim
+//                                     floats each, resident where the layers compute;
 //               CPU:  cpu_attention_workspace  CPU attention: 2 x queries and outputs of one
 //                                     micro-batch's decode step;
 //   alignment   padding of the layout: arena reservations at kLayoutArenaAlignment, disk extents (each
@@ -131,7 +134,8 @@ struct MemoryPlan {
 int64_t KvHeadTokenBytes(const ModelSpec& model, bool compress_cache);
 
 // The accounting. InvalidArgument when the plan, model or workload does not validate, and
-// Unsupported for a 4-bit cache whose head_dim the format cannot group.
+// Unsupported for a 4-bit cache whose head_dim the format cannot group (or, for rotated keys, is
+// not a power of two).
 Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workload,
                                  const Plan& plan);
 

@@ -35,6 +35,27 @@ std::string TierLine(const char* family, int gpu, int cpu) {
 
 }  // namespace
 
+const char* CacheKeysName(CacheKeys keys) {
+  switch (keys) {
+    case CacheKeys::kPlain:
+      return "plain";
+    case CacheKeys::kRotated:
+      return "rotated";
+    case CacheKeys::kSmoothed:
+      return "smoothed";
+  }
+  return "?";
+}
+
+Result<CacheKeys> ParseCacheKeys(const std::string& name) {
+  for (CacheKeys k : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+    if (name == CacheKeysName(k)) return k;
+  }
+  return Status::InvalidArgument("cache keys must be plain (FlexGen's 4-bit groups), rotated "
+                                 "(Walsh–Hadamard rotated first) or smoothed (smoothed, then "
+                                 "rotated; the default), got '" + name + "'");
+}
+
 Status Plan::Validate() const {
   if (gpu_batch_size < 1) {
     return Status::InvalidArgument("gpu_batch_size must be at least 1, got " +
@@ -59,7 +80,9 @@ std::string PlanToString(const Plan& plan) {
   out << TierLine("activations", plan.activation_gpu_percent, plan.activation_cpu_percent);
   out << "  attention    " << (plan.cpu_attention ? "CPU over the non-GPU cache" : "GPU") << "\n";
   out << "  compression  weights " << (plan.compress_weight ? "4-bit" : "off") << ", KV cache "
-      << (plan.compress_cache ? "4-bit" : "off") << "\n";
+      << (plan.compress_cache ? std::string("4-bit, ") + CacheKeysName(plan.cache_keys) + " keys"
+                              : std::string("off"))
+      << "\n";
   out << "  overlap      " << (plan.overlap ? "on" : "off") << "\n";
   return out.str();
 }
@@ -73,6 +96,9 @@ std::string PlanToFlexGenFlags(const Plan& plan) {
   if (plan.cpu_attention) out << " --cpu-attention";
   if (plan.compress_weight) out << " --compress-weight";
   if (plan.compress_cache) out << " --compress-cache";
+  if (plan.compress_cache && plan.cache_keys != Plan{}.cache_keys) {
+    out << " --cache-keys " << CacheKeysName(plan.cache_keys);
+  }
   if (!plan.overlap) out << " --no-overlap";
   return out.str();
 }
@@ -112,6 +138,7 @@ std::string PlanToYaml(const Plan& plan) {
       << "cpu_attention: " << b(plan.cpu_attention) << "\n"
       << "compress_weight: " << b(plan.compress_weight) << "\n"
       << "compress_cache: " << b(plan.compress_cache) << "\n"
+      << "cache_keys: " << CacheKeysName(plan.cache_keys) << "\n"
       << "overlap: " << b(plan.overlap) << "\n";
   return out.str();
 }
@@ -130,8 +157,13 @@ Result<Plan> ParsePlanYaml(const std::string& text, const std::string& origin) {
   reader.Bool("cpu_attention", &plan.cpu_attention);
   reader.Bool("compress_weight", &plan.compress_weight);
   reader.Bool("compress_cache", &plan.compress_cache);
+  std::string keys;
+  reader.String("cache_keys", &keys);
   reader.Bool("overlap", &plan.overlap);
   STRATA_RETURN_IF_ERROR(reader.Finish());
+  Result<CacheKeys> cache_keys = ParseCacheKeys(keys);
+  if (!cache_keys.ok()) return cache_keys.status().WithContext(origin + ": cache_keys");
+  plan.cache_keys = *cache_keys;
   Status valid = plan.Validate();
   if (!valid.ok()) return valid.WithContext(origin);
   return plan;

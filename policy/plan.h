@@ -14,6 +14,16 @@
 
 namespace strata {
 
+// How the 4-bit cache stores keys (src/runtime/kv_cache.h's KvCacheOptions). kPlain: FlexGen's
+// group-wise codes (group 64). kRotated: Walsh–Hadamard rotated over head_dim first
+// (kernels/cpu/hadamard.h; needs a power-of-two head_dim). kSmoothed: exactly smoothed per
+// (layer, sequence, KV head) with the prompt's channel means and scales, then rotated
+// (kernels/cpu/kv_q4_smooth.h): the closest to fp32 (docs/PERFORMANCE.md), so the default.
+enum class CacheKeys { kPlain, kRotated, kSmoothed };
+const char* CacheKeysName(CacheKeys keys);  // "plain", "rotated", "smoothed"
+// The inverse of CacheKeysName; InvalidArgument naming the three choices otherwise.
+Result<CacheKeys> ParseCacheKeys(const std::string& name);
+
 struct Plan {
   int gpu_batch_size = 1;        // sequences per micro-batch (>= 1)
   int num_gpu_batches = 1;       // micro-batches per block (>= 1)
@@ -26,6 +36,7 @@ struct Plan {
   bool cpu_attention = false;    // decode attention over the non-GPU cache runs on the CPU
   bool compress_weight = false;  // weights stored 4-bit group-wise (group 64), expanded per layer
   bool compress_cache = false;   // KV cache stored 4-bit (kernels/kv_q4_format.h)
+  CacheKeys cache_keys = CacheKeys::kSmoothed;  // how that cache stores keys; unused without it
   bool overlap = true;           // loads, compute and stores run on overlapped lanes
 
   int weight_disk_percent() const { return 100 - weight_gpu_percent - weight_cpu_percent; }
@@ -33,6 +44,8 @@ struct Plan {
   int activation_disk_percent() const {
     return 100 - activation_gpu_percent - activation_cpu_percent;
   }
+  bool rotate_keys() const { return compress_cache && cache_keys != CacheKeys::kPlain; }
+  bool smooth_keys() const { return compress_cache && cache_keys == CacheKeys::kSmoothed; }
   // Sequences per block.
   int64_t block_size() const { return static_cast<int64_t>(gpu_batch_size) * num_gpu_batches; }
 
@@ -50,7 +63,7 @@ std::string PlanToString(const Plan& plan);
 
 // FlexGen's command-line form: "--percent WG WC CG CC AG AC --gpu-batch-size N
 // --num-gpu-batches K" followed by the flags that are on ("--cpu-attention", "--compress-weight",
-// "--compress-cache", "--no-overlap").
+// "--compress-cache" with "--cache-keys NAME" when not the default, "--no-overlap").
 std::string PlanToFlexGenFlags(const Plan& plan);
 
 // Builds a plan from FlexGen's six percents (weights, cache, activations on GPU then CPU) and

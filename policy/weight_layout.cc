@@ -55,8 +55,12 @@ int64_t Q4RowBytes(int64_t cols) {
   return (cols + 1) / 2 + groups * 4;
 }
 
+bool StoredQ4(const WeightTensor& t, bool compress) {
+  return compress && t.matrix && t.cols > 0 && t.cols % kWeightQ4GroupCols == 0;
+}
+
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes) {
-  return compress && t.matrix ? Q4RowBytes(t.cols) : t.cols * dtype_bytes;
+  return StoredQ4(t, compress) ? Q4RowBytes(t.cols) : t.cols * dtype_bytes;
 }
 
 int64_t MatrixElements(const WeightLayer& layer) {

@@ -38,7 +38,11 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& model);
 // each stored as G/2 bytes of codes plus an fp16 scale and an fp16 minimum (per 64 elements
 // 32 + 4 bytes, 4.5 bits per element).
 int64_t Q4RowBytes(int64_t cols);
-// Bytes of one row as stored: 4-bit when `compress` and the tensor is a matrix.
+// Whether `t` is stored 4-bit under `compress`: matrices whose cols are a multiple of the group
+// (kernels/cpu/weight_q4.h); other matrices and all vectors stay in the weight dtype.
+inline constexpr int64_t kWeightQ4GroupCols = 64;
+bool StoredQ4(const WeightTensor& t, bool compress);
+// Bytes of one row as stored: 4-bit when StoredQ4.
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes);
 // Elements of the layer's matrices (the GEMM parameter count) and bytes of a layer as stored.
 int64_t MatrixElements(const WeightLayer& layer);

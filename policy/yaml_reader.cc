@@ -118,6 +118,10 @@ void YamlMapReader::OptionalInt(const char* key, int* out, int64_t min) {
   if (Present(key)) Int(key, out, min);
 }
 
+void YamlMapReader::OptionalDouble(const char* key, double* out, bool positive) {
+  if (Present(key)) Double(key, out, positive);
+}
+
 void YamlMapReader::Double(const char* key, double* out, bool positive) {
   asked_.insert(key);
   if (!status_.ok()) return;

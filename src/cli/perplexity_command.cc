@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "kernels/cpu/threads.h"
-#include "kernels/cpu/weight_q4.h"
+#include "policy/plan.h"
 #include "src/backend/backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/model_path.h"
@@ -16,6 +16,7 @@
 #include "src/model/model.h"
 #include "src/runtime/kv_cache.h"
 #include "src/runtime/model_tokenizer.h"
+#include "src/runtime/q4_weights.h"
 #include "src/runtime/transformer.h"
 
 namespace strata {
@@ -25,47 +26,6 @@ int Fail(const Status& s) {
   Log(LogLevel::kError, s.message());
   return kExitUnusable;
 }
-
-// A model's weights after a 4-bit round trip (kernels/cpu/weight_q4.h): every matrix whose rows
-// are whole groups is quantized, then expanded to fp32 once. This is the arithmetic a run with
-// --compress-weight does (it expands a layer's weights once per layer per block); vectors (norms,
-// biases) stay as they are, as in FlexGen.
-class RoundTripWeights {
- public:
-  explicit RoundTripWeights(const ModelWeights& w) : weights_(w) {
-    RoundTrip(weights_.token_embedding);
-    if (w.lm_head.data == w.token_embedding.data) {
-      weights_.lm_head = weights_.token_embedding;  // tied: one matrix, one round trip
-    } else {
-      RoundTrip(weights_.lm_head);
-    }
-    for (LayerWeights& l : weights_.layers) {
-      for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-        RoundTrip(*t);
-      }
-    }
-  }
-  const ModelWeights& weights() const { return weights_; }
-
- private:
-  void RoundTrip(TensorView& t) {
-    if (!t.present() || t.shape.size() != 2 || !kernels::cpu::WeightQ4Supports(t.dim(1))) return;
-    const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
-    const auto source = t.dtype == DType::kF32   ? kernels::cpu::WeightQ4Source::kF32
-                        : t.dtype == DType::kF16 ? kernels::cpu::WeightQ4Source::kF16
-                                                 : kernels::cpu::WeightQ4Source::kBF16;
-    std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(rows, cols));
-    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(rows, cols));
-    kernels::cpu::QuantizeWeightQ4(source, t.data, rows, cols, codes.data(), params.data());
-    std::vector<float>& out = storage_.emplace_back(static_cast<size_t>(rows * cols));
-    kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, out.data());
-    t.dtype = DType::kF32;
-    t.data = out.data();
-  }
-
-  ModelWeights weights_;
-  std::vector<std::vector<float>> storage_;
-};
 
 // Sum of -log p(next token) over the scored tokens of `windows` (each at least prompt + 2
 // tokens), run as one left-padded block: one prefill step over the first `prompt` real tokens of
@@ -148,23 +108,22 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
-  cmd->add_flag("--rotate-keys", o->rotate_keys,
-                "With --compress-cache: Walsh–Hadamard-rotate keys before quantization");
-  cmd->add_flag("--smooth-keys", o->smooth_keys,
-                "With --compress-cache: centre and partly equalize key channels per sequence "
-                "and KV head with the prompt's statistics before quantization (exact)");
+  cmd->add_option("--cache-keys", o->cache_keys,
+                  "With --compress-cache: how keys are stored: smoothed (centred and partly "
+                  "equalized per sequence and KV head with the prompt's statistics, exact, then "
+                  "rotated; the default), rotated (Walsh-Hadamard rotated) or plain (FlexGen's "
+                  "groups)");
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   return cmd;
 }
 
 int PerplexityCommand(const PerplexityOptions& o) {
   kernels::cpu::SetCpuThreads(o.threads);
-  if (o.rotate_keys && !o.compress_cache) {
-    return Fail(Status::InvalidArgument("--rotate-keys needs --compress-cache"));
+  if (!o.cache_keys.empty() && !o.compress_cache) {
+    return Fail(Status::InvalidArgument("--cache-keys needs --compress-cache"));
   }
-  if (o.smooth_keys && !o.compress_cache) {
-    return Fail(Status::InvalidArgument("--smooth-keys needs --compress-cache"));
-  }
+  Result<CacheKeys> keys = ParseCacheKeys(o.cache_keys.empty() ? "smoothed" : o.cache_keys);
+  if (!keys.ok()) return Fail(keys.status().WithContext("--cache-keys"));
   if (o.window < o.prompt + 2) {
     return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
                                         " leaves nothing to score after --prompt " +
@@ -190,8 +149,8 @@ int PerplexityCommand(const PerplexityOptions& o) {
   }
   KvCacheOptions cache_options;
   cache_options.compress = o.compress_cache;
-  cache_options.rotate_keys = o.rotate_keys;
-  cache_options.smooth_keys = o.smooth_keys;
+  cache_options.rotate_keys = o.compress_cache && *keys != CacheKeys::kPlain;
+  cache_options.smooth_keys = o.compress_cache && *keys == CacheKeys::kSmoothed;
   if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
 
   const Tokenizer& tok = **tokenizer;
@@ -210,10 +169,11 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         std::to_string(o.prompt + 2) + " tokens"));
   }
 
-  std::unique_ptr<RoundTripWeights> q4_weights;
-  if (o.compress_weight) q4_weights = std::make_unique<RoundTripWeights>((*model)->weights());
+  // The arithmetic a run with --compress-weight does: quantize once, expand to fp32.
+  std::unique_ptr<Q4Weights> q4_weights;
+  if (o.compress_weight) q4_weights = std::make_unique<Q4Weights>((*model)->weights());
   auto backend = MakeCpuBackend();
-  Transformer transformer(**model, *backend, q4_weights ? &q4_weights->weights() : nullptr);
+  Transformer transformer(**model, *backend, q4_weights ? &q4_weights->RoundTripped() : nullptr);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(windows.size()) +
           " windows of up to " + std::to_string(o.window) + " tokens");
   size_t scored = 0;

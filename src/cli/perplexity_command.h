@@ -6,7 +6,8 @@
 // step covers them all). Every later token is fed one per step (teacher forcing) and scored by
 // the log-probability the model gave it, so every scored token attends to its window's earlier
 // tokens through the KV cache in the chosen format, as a generated token would; with
-// --smooth-keys the prompt's keys fit the smoothing, as in a run. Windows shorter than
+// smoothed keys (--cache-keys smoothed, the default with --compress-cache) the prompt's keys fit
+// the smoothing, as in a run. Windows shorter than
 // --prompt + 2 tokens are skipped. Prints the perplexity exp(mean negative log-likelihood) and
 // the number of scored tokens.
 #pragma once
@@ -26,8 +27,8 @@ struct PerplexityOptions {
   int threads = 0;               // CPU threads; 0: all cores
   bool compress_cache = false;   // 4-bit KV cache
   int prompt = 64;               // tokens per window fed as one prefill step, not scored
-  bool rotate_keys = false;      // with compress_cache: Walsh–Hadamard-rotated keys
-  bool smooth_keys = false;      // with compress_cache: smoothing (src/runtime/kv_cache.h)
+  std::string cache_keys;        // with compress_cache: how keys are stored, plain, rotated or
+                                 // smoothed (policy/plan.h CacheKeys); empty: smoothed
   bool compress_weight = false;  // 4-bit weights (group 64 along the input dim), expanded to fp32
 };
 

@@ -14,7 +14,7 @@ namespace strata {
 
 bool PolicyFlags::explicit_plan() const {
   return policy != "auto" || !percent.empty() || gpu_batch_size > 0 || num_gpu_batches > 0 ||
-         cpu_attention || compress_cache || compress_weight;
+         cpu_attention || compress_cache || !cache_keys.empty() || compress_weight;
 }
 
 bool PolicyFlags::any() const {
@@ -98,6 +98,10 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
                 "Decode attention over the non-GPU cache runs on the CPU");
   cmd->add_flag("--compress-cache", f->compress_cache,
                 "4-bit KV cache: stored, moved and attended in 4 bits");
+  cmd->add_option("--cache-keys", f->cache_keys,
+                  "With --compress-cache: how keys are stored: smoothed (per-sequence channel "
+                  "smoothing, then rotated; the default, closest to fp32), rotated "
+                  "(Walsh-Hadamard rotated) or plain (FlexGen's groups)");
   cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
   cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
                   "Device tier capacity in GiB (0: what the placement needs)");
@@ -125,6 +129,14 @@ Result<Plan> PlanFromFlags(const PolicyFlags& f) {
   }
   if (f.cpu_attention) plan.cpu_attention = true;
   if (f.compress_cache) plan.compress_cache = true;
+  if (!f.cache_keys.empty()) {
+    if (!plan.compress_cache) {
+      return Status::InvalidArgument("--cache-keys needs the 4-bit cache: add --compress-cache");
+    }
+    Result<CacheKeys> keys = ParseCacheKeys(f.cache_keys);
+    if (!keys.ok()) return keys.status().WithContext("--cache-keys");
+    plan.cache_keys = *keys;
+  }
   if (f.compress_weight) plan.compress_weight = true;
   STRATA_RETURN_IF_ERROR(plan.Validate());
   return plan;

@@ -30,6 +30,7 @@ struct PolicyFlags {
   int num_gpu_batches = 0;    // 0: not given
   bool cpu_attention = false;
   bool compress_cache = false;   // 4-bit KV cache (kernels/kv_q4_format.h)
+  std::string cache_keys;        // how it stores keys (policy/plan.h CacheKeys); empty: the plan's
   bool compress_weight = false;  // 4-bit weights
   double gpu_mem_gib = 0;     // device tier capacity; 0: what the placement needs
   std::string offload_dir = ".";
@@ -57,7 +58,7 @@ Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& flags,
 // The plan a run follows and a line saying how it was chosen. A plan by hand wins; else, with a
 // profile and the model's description, the search's best plan for `workload` (blocks of at most
 // `max_block_size` sequences; never compressed: 4-bit changes the tokens, so it is asked for by
-// hand, and the executor does not run 4-bit weights yet; --gpu-mem-gib caps the device tier);
+// hand; --gpu-mem-gib caps the device tier);
 // else PlanFromFlags' default. Errors: PlanFromFlags', the search's
 // ResourceExhausted when nothing fits.
 struct ChosenPlan {

@@ -55,6 +55,12 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
                                      c.head_dim * 4,
                                  kArenaAlignment);
   }
+  if (plan.smooth_keys()) {
+    out.smoothing = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_smoothing",
+                                   2 * static_cast<uint64_t>(c.num_layers) * s.gpu_batch_size *
+                                       s.num_micro_batches * c.num_kv_heads * c.head_dim * 4,
+                                   kArenaAlignment);
+  }
   if (out.rows.off_gpu() == 0) return;
   const bool delegate = plan.cpu_attention;
   out.staging_len = delegate ? s.prompt_len : s.max_len;
@@ -154,17 +160,17 @@ TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
-  if (plan.compress_weight) {
-    return Status::Unsupported(
-        "the offloading executor does not run 4-bit weights yet; drop --compress-weight (the "
-        "4-bit KV cache, --compress-cache, does run)");
-  }
   const ModelConfig& c = model.config();
   if (plan.compress_cache &&
       (c.head_dim % 2 != 0 || (c.head_dim > 64 && c.head_dim % 64 != 0))) {
     return Status::Unsupported("the 4-bit KV cache needs an even head_dim, and a multiple of 64 "
                                "above 64; this model has " + std::to_string(c.head_dim) +
                                ": run without --compress-cache");
+  }
+  if (plan.rotate_keys() && (c.head_dim & (c.head_dim - 1)) != 0) {
+    return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; "
+                               "this model has " + std::to_string(c.head_dim) +
+                               ": use --cache-keys plain");
   }
   // The homes alone first, to size the disk ring by the largest disk transfer.
   uint64_t largest_disk = 0;
@@ -198,6 +204,10 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
                                            "weight_slot." + std::to_string(i),
                                            p.weights.slot_bytes, kArenaAlignment);
     }
+  }
+  if (p.weights.expanded_bytes > 0) {
+    p.expanded_weights = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "expanded_weights",
+                                          p.weights.expanded_bytes, kArenaAlignment);
   }
   const uint64_t gbs = static_cast<uint64_t>(shape.gpu_batch_size);
   p.logits = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "logits",

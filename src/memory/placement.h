@@ -82,6 +82,10 @@ struct CachePlacement {
   Extent prefill;             // GPU, 4-bit cache: the prompt's fp32 keys and values of one
                               // sequence, [kv_heads, prompt_len, head_dim] each, that the
                               // prefill attends to (one sequence at a time)
+  Extent smoothing;           // GPU, smoothed keys: per (layer, sequence of the block, KV head)
+                              // the fp32 channel means then scales, [layers, block, kv_heads,
+                              // head_dim] each; fitted at the prefill and kept where the layers
+                              // compute (never moved), so only the queries meet them
 };
 
 struct ActivationPlacement {
@@ -99,14 +103,16 @@ struct Placement {
   CachePlacement cache;
   ActivationPlacement activations;
   Extent weight_slots[2];     // GPU; bytes 0 when every weight is on the GPU
+  Extent expanded_weights;    // GPU: one scheduling layer's 4-bit weights in fp32 (bytes 0
+                              // without plan.compress_weight)
   Extent logits;              // GPU: [gpu_batch_size, vocab] of the micro-batch computing
   Extent last_hidden;         // GPU: [gpu_batch_size, hidden] rows the logits come from
   Extent disk_ring;           // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
                               // moving lane; bytes 0 when nothing lives on disk
 };
 
-// Places a block of `shape` by `plan`. Unsupported for compressed weights (not yet executed
-// by the offloading engine) and for a 4-bit cache the model's head_dim cannot be grouped for,
+// Places a block of `shape` by `plan`. Unsupported for a 4-bit cache the model's head_dim cannot
+// be grouped for (or rotated keys a head_dim that is not a power of two),
 // InvalidArgument for a plan or shape that does not validate.
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape);
 

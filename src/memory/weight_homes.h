@@ -6,7 +6,13 @@
 // scratch copy remains for tensors with no exact file image: a GGUF or safetensors model
 // converted in memory, 4-bit store tensors expanded at load. Which path is taken, and why, is
 // logged once per process.
+//
+// 4-bit tensors (PlacedTensor::q4) are written from their quantized planes, which the caller
+// supplies (src/memory does not depend on kernels/): each tier's rows as codes then params.
 #pragma once
+
+#include <cstdint>
+#include <functional>
 
 #include "src/core/status.h"
 #include "src/memory/memory_tiers.h"
@@ -14,7 +20,18 @@
 
 namespace strata {
 
-// REQUIRES: `tiers` was created from the layout `weights` was placed in.
-Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers);
+// The 4-bit planes of a whole tensor [rows, cols] (kernels/cpu/weight_q4.h): codes
+// [rows, cols / 2] bytes and params [rows, cols / 64, 2] fp16 bits.
+struct WeightQ4Planes {
+  const uint8_t* codes = nullptr;
+  const uint16_t* params = nullptr;
+};
+// The planes of the tensor whose model data is `source`.
+using WeightQ4PlanesOf = std::function<WeightQ4Planes(const TensorView& source)>;
+
+// REQUIRES: `tiers` was created from the layout `weights` was placed in; `q4` is set when any
+// tensor is 4-bit.
+Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers,
+                       const WeightQ4PlanesOf& q4 = nullptr);
 
 }  // namespace strata

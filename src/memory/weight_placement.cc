@@ -95,13 +95,37 @@ std::vector<PlacedLayer> Layers(const Model& model) {
   return layers;
 }
 
+WeightTensor AsWeightTensor(const PlacedTensor& t) {
+  const bool matrix = t.source.shape.size() == 2;
+  return {t.name, matrix ? t.source.dim(0) : 1, matrix ? t.source.dim(1) : t.row_bytes, matrix};
+}
+
 WeightLayer AsWeightLayer(const PlacedLayer& layer) {
   WeightLayer wl{layer.kind, 1, {}};
   for (const PlacedTensor& t : layer.tensors) {
-    const bool matrix = t.source.shape.size() == 2;
-    wl.tensors.push_back({t.name, matrix ? t.source.dim(0) : 1, t.row_bytes, matrix});
+    WeightTensor w = AsWeightTensor(t);
+    w.cols = t.row_bytes;
+    wl.tensors.push_back(std::move(w));
   }
   return wl;
+}
+
+// Stores the layer's tensors 4-bit where policy does.
+void CompressLayer(PlacedLayer& layer) {
+  for (PlacedTensor& t : layer.tensors) {
+    const WeightTensor w = AsWeightTensor(t);
+    if (!StoredQ4(w, true)) continue;
+    t.q4 = true;
+    t.row_bytes = Q4RowBytes(w.cols);
+  }
+}
+
+void AssignExpanded(PlacedLayer& layer, PlacedTensor& t) {
+  if (!t.q4) return;
+  uint64_t& end = layer.expanded_bytes[t.part];
+  const uint64_t offset = (end + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
+  t.expanded_offset = static_cast<int64_t>(offset);
+  end = offset + static_cast<uint64_t>(t.source.dim(0) * t.source.dim(1)) * sizeof(float);
 }
 
 std::string LayerName(const PlacedLayer& layer) {
@@ -134,6 +158,7 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
   WeightPlacement out;
   out.layers = Layers(model);
   for (PlacedLayer& layer : out.layers) {
+    if (plan.compress_weight) CompressLayer(layer);
     // One byte per "column": row bytes are exact whatever each tensor's dtype.
     const LayerPlacement split = PlaceLayerByRows(AsWeightLayer(layer), plan.weight_gpu_percent,
                                                   plan.weight_cpu_percent, false, 1);
@@ -156,12 +181,14 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
       }
       disk_bytes += t.disk_rows * t.row_bytes;
       AssignSlot(layer, t);
+      AssignExpanded(layer, t);
     }
     layer.home_bytes = {split.gpu_bytes, split.cpu_bytes, split.disk_bytes};
     uint64_t store_bytes = 0;
     for (PlacedTensor& t : layer.tensors) {
       const int64_t in_store = model.StoreOffsetOf(t.source.data);
-      if (t.disk_rows == 0 || in_store < 0) continue;
+      // 4-bit rows have no image in the store: they are quantized to the scratch file.
+      if (t.disk_rows == 0 || in_store < 0 || t.q4) continue;
       const uint64_t bytes = static_cast<uint64_t>(t.disk_rows * t.row_bytes);
       t.disk_home = {Tier::kDisk,
                      static_cast<uint64_t>(in_store + (t.gpu_rows + t.cpu_rows) * t.row_bytes),
@@ -194,12 +221,16 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
     tied.tied = true;
     tied.model_field = &ModelWeights::lm_head;
     tied.slot_offset = -1;
+    tied.expanded_offset = -1;
     PlacedLayer& output = out.layers.back();
     AssignSlot(output, tied);
+    AssignExpanded(output, tied);
     output.tensors.push_back(std::move(tied));
   }
   for (const PlacedLayer& layer : out.layers) {
     out.slot_bytes = std::max(out.slot_bytes, layer.slot_bytes());
+    out.expanded_bytes =
+        std::max({out.expanded_bytes, layer.expanded_bytes[0], layer.expanded_bytes[1]});
   }
   return out;
 }

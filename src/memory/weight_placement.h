@@ -4,8 +4,9 @@
 // each tier's share is within half a row of the plan's and equal to its figures byte for byte.
 //
 // A tensor with any row off the GPU is assembled whole in a weight slot before the scheduling
-// layer that uses it computes (a block's attention tensors, then its MLP tensors, in turn): its GPU rows are copied there from their home (device to device) and the rest loaded,
-// so the backend sees one contiguous tensor and the math is unchanged.
+// layer that uses it computes (a block's attention tensors, then its MLP tensors, in turn): its
+// GPU rows are copied there from their home (device to device) and the rest loaded, so the
+// backend sees one contiguous tensor and the math is unchanged.
 #pragma once
 
 #include <algorithm>
@@ -39,6 +40,13 @@ struct PlacedTensor {
   int part = 0;              // a block's attention (0) or MLP (1) scheduling layer uses it
   int64_t slot_offset = -1;  // where it is assembled in a weight slot; -1: wholly on the GPU
   bool tied = false;         // the output layer's view of the input layer's token embedding
+  // 4-bit (plan.compress_weight and policy's StoredQ4): row_bytes is Q4RowBytes(cols), and each
+  // tier's home holds its rows as codes [rows, cols / 2] then params [rows, cols / 64, 2] fp16,
+  // so a weight slot holds up to three such chunks (GPU rows, CPU rows, disk rows) back to back.
+  // Compute expands them once per scheduling layer to fp32 at expanded_offset of the
+  // placement's expanded-weights buffer.
+  bool q4 = false;
+  int64_t expanded_offset = -1;
 
   int64_t rows() const { return gpu_rows + cpu_rows + disk_rows; }
   bool on_gpu() const { return cpu_rows + disk_rows == 0; }
@@ -54,11 +62,13 @@ struct PlacedLayer {
   uint64_t part_bytes[2] = {};        // bytes of a weight slot each part fills (a block's
                                       // attention and MLP layers are assembled in turn)
   uint64_t slot_bytes() const { return std::max(part_bytes[0], part_bytes[1]); }
+  uint64_t expanded_bytes[2] = {};  // fp32 bytes of each part's 4-bit tensors, expanded
 };
 
 struct WeightPlacement {
   std::vector<PlacedLayer> layers;  // input, block 0 .. L-1, output
   uint64_t slot_bytes = 0;          // the largest part of any layer: one weight slot
+  uint64_t expanded_bytes = 0;      // the largest expanded part of any layer (4-bit weights)
   TierBytes home_bytes;             // all homes; disk: scratch and in-store rows alike
   std::string weight_file;          // the store's tensors.bin when any disk row is read in place
   uint64_t store_disk_bytes = 0;    // disk rows read in place: in home_bytes, not in the layout
@@ -74,7 +84,8 @@ struct WeightPlacement {
 // policy's WeightLayer with one byte per "column" so that row bytes are exact for any dtype.
 std::vector<WeightLayer> ModelWeightLayers(const Model& model);
 
-// Places the weights by `plan`'s weight percents, reserving their homes in `layout` (GPU and
+// Places the weights by `plan`'s weight percents (4-bit where plan.compress_weight and policy's
+// StoredQ4 say so), reserving their homes in `layout` (GPU and
 // CPU homes per tensor; disk rows of a layer back to back in one 4 KiB-aligned extent of the
 // scratch file). Disk rows of a tensor that is a strata store's own bytes stay in the store:
 // their home is its extent of tensors.bin, and the layout reserves nothing for them.

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/kv_q4_smooth.h"
+#include "kernels/cpu/weight_q4.h"
 #include "kernels/kv_q4_format.h"
 #include "src/core/check.h"
 
@@ -45,6 +47,11 @@ BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend
 
 TensorView BlockCompute::View(const PlacedTensor& t, int slot) const {
   TensorView v = t.source;
+  if (t.q4) {
+    v.dtype = DType::kF32;
+    v.data = tiers_.At(p_.expanded_weights) + t.expanded_offset;
+    return v;
+  }
   v.data = t.on_gpu() ? static_cast<const void*>(tiers_.At(t.gpu_home))
                       : static_cast<const void*>(tiers_.At(p_.weight_slots[slot]) + t.slot_offset);
   return v;
@@ -58,6 +65,7 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& 
                                               : tiers_.At(a.homes[static_cast<size_t>(k)].gpu));
   const int slot = std::max(step.weight_slot, 0);
   const StepInput& in = run.inputs[static_cast<size_t>(k)];
+  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, record);
   switch (RoleOfLayer(step.layer, blocks)) {
     case LayerRole::kInputEmbedding:
       Input(step, run, hidden);
@@ -73,6 +81,50 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& 
       Output(step, run, hidden);
       break;
   }
+}
+
+void BlockCompute::ExpandWeights(const Step& step, int blocks, LaneRecord& record) {
+  const LayerRole role = RoleOfLayer(step.layer, blocks);
+  const size_t layer = role == LayerRole::kInputEmbedding ? 0
+                       : role == LayerRole::kOutput
+                           ? p_.weights.layers.size() - 1
+                           : static_cast<size_t>(BlockOfLayer(step.layer)) + 1;
+  const int part = role == LayerRole::kMlp ? 1 : 0;
+  if (p_.weights.layers[layer].expanded_bytes[part] == 0) return;
+  if (step.micro_batch > 0) {
+    // The schedule runs a layer's micro-batches back to back after micro-batch 0.
+    STRATA_CHECK(expanded_token_ == step.token && expanded_layer_ == step.layer);
+    return;
+  }
+  const uint8_t* slot = step.weight_slot >= 0 ? tiers_.At(p_.weight_slots[step.weight_slot])
+                                              : nullptr;
+  uint8_t* expanded = tiers_.At(p_.expanded_weights);
+  for (const PlacedTensor& t : p_.weights.layers[layer].tensors) {
+    if (!t.q4 || t.part != part) continue;
+    const long cols = static_cast<long>(t.source.dim(1));
+    // Placement sizes the rows as kernels/cpu/weight_q4.h lays them out (src/memory cannot say).
+    STRATA_CHECK(static_cast<size_t>(t.row_bytes) ==
+                 kernels::cpu::WeightQ4CodeBytes(1, cols) +
+                     kernels::cpu::WeightQ4ParamHalves(1, cols) * sizeof(uint16_t));
+    auto* out = reinterpret_cast<float*>(expanded + t.expanded_offset);
+    // Rows as assembled: a chunk per tier, each its codes then its params.
+    STRATA_CHECK(t.on_gpu() || slot != nullptr);
+    const uint8_t* chunk = t.on_gpu() ? tiers_.At(t.gpu_home) : slot + t.slot_offset;
+    long first = 0;
+    for (const int64_t rows : {t.gpu_rows, t.cpu_rows, t.disk_rows}) {
+      if (rows == 0) continue;
+      const long n = static_cast<long>(rows);
+      const auto* params =
+          reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
+      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols,
+                                   out + static_cast<size_t>(first) * static_cast<size_t>(cols));
+      chunk += rows * t.row_bytes;
+      first += n;
+    }
+  }
+  expanded_token_ = step.token;
+  expanded_layer_ = step.layer;
+  record.CountWeightExpansion();
 }
 
 void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
@@ -159,21 +211,30 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
                         ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
                         : rows;
   const bool q4 = p_.cache.format.q4;
-  // Keys are not rotated: a plan does not carry rotate_keys (strata perplexity only).
-  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, buf.k, buf.v, in.new_tokens, first_slot, q4,
-              /*rotate_keys=*/false, scratch_);
+  const bool rotate = p_.plan.rotate_keys();
+  // Smoothed keys: the cache stores smoothed keys and decode attention meets scaled queries.
+  const float* k_new = buf.k;
+  const float* q = buf.q;
+  if (p_.plan.smooth_keys()) {
+    Smooth(step, block, in, buf.k, buf.q);
+    k_new = smoothed_k_.data();
+    if (step.token > 0) q = scaled_q_.data();
+  }
+  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens, first_slot, q4,
+              rotate, scratch_);
   kernels::cpu::DecodeAttentionQ4Shape q4_shape;
   q4_shape.num_heads = cfg.num_heads;
   q4_shape.num_kv_heads = kvh;
   q4_shape.head_dim = cfg.head_dim;
   q4_shape.cache_len = in.cache_len;
   q4_shape.scale = shape.scale;
+  q4_shape.keys_rotated = rotate;
   if (!q4) {
     AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
   } else if (step.token == 0) {
     PrefillOnFp32(in, buf, shape);
   } else {
-    AttendRowsQ4(q4_shape, buf.q, rows_, 0, local, in.start.data(), buf.attn);
+    AttendRowsQ4(q4_shape, q, rows_, 0, local, in.start.data(), buf.attn);
   }
   if (local < rows) {
     // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
@@ -186,9 +247,9 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     float* out_cpu = q_cpu + static_cast<size_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
                                  cfg.head_dim;
     const double t0 = record.NowUs();
-    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, buf.k, buf.v, 1, first_slot, q4,
-                /*rotate_keys=*/false, scratch_);
-    std::memcpy(q_cpu + begin, buf.q + begin, bytes);
+    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot, q4, rotate,
+                scratch_);
+    std::memcpy(q_cpu + begin, q + begin, bytes);
     const double t1 = record.NowUs();
     record.AddTransfer(Link::kGpuToCpu, t0, t1,
                        bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
@@ -202,6 +263,52 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
   transformer_.AttentionOutput(w, in.batch * in.new_tokens, buf.attn, hidden);
+}
+
+void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, const float* k,
+                          const float* q) {
+  // As KvCache with smooth_keys: fitted per (sequence, KV head) to the prompt's real tokens at
+  // the prefill, then every key stored smoothed and every decode query scaled.
+  namespace kc = kernels::cpu;
+  const ModelConfig& cfg = model_.config();
+  const int d = cfg.head_dim;
+  const int kvh = cfg.num_kv_heads;
+  const long stride = static_cast<long>(kvh) * d;
+  const size_t per_layer = static_cast<size_t>(p_.shape.gpu_batch_size) *
+                           p_.shape.num_micro_batches * stride;
+  auto* mean = reinterpret_cast<float*>(tiers_.At(p_.cache.smoothing)) +
+               static_cast<size_t>(block) * per_layer +
+               static_cast<size_t>(step.micro_batch) * p_.shape.gpu_batch_size * stride;
+  float* scale = mean + static_cast<size_t>(cfg.num_layers) * per_layer;
+  const int tokens = in.new_tokens;
+  if (step.token == 0) {
+    for (int b = 0; b < in.batch; ++b) {
+      const int first_real = std::clamp(in.start[static_cast<size_t>(b)], 0, tokens);
+      for (int h = 0; h < kvh; ++h) {
+        const size_t at = static_cast<size_t>(b) * stride + static_cast<size_t>(h) * d;
+        kc::FitKeySmoothing(k + (static_cast<long>(b) * tokens + first_real) * stride + h * d,
+                            tokens - first_real, stride, d, mean + at, scale + at);
+      }
+    }
+  }
+  smoothed_k_.resize(static_cast<size_t>(in.batch) * tokens * stride);
+  for (long row = 0; row < static_cast<long>(in.batch) * tokens; ++row) {
+    const size_t at = static_cast<size_t>(row / tokens) * stride;
+    for (int h = 0; h < kvh; ++h) {
+      const long off = row * stride + h * d;
+      kc::SmoothKey(k + off, mean + at + h * d, scale + at + h * d, d, smoothed_k_.data() + off);
+    }
+  }
+  if (step.token == 0) return;
+  const int group = cfg.num_heads / kvh;
+  scaled_q_.resize(static_cast<size_t>(in.batch) * cfg.num_heads * d);
+  for (int b = 0; b < in.batch; ++b) {
+    for (int h = 0; h < cfg.num_heads; ++h) {
+      const size_t row = (static_cast<size_t>(b) * cfg.num_heads + h) * d;
+      const size_t at = static_cast<size_t>(b) * stride + static_cast<size_t>(h / group) * d;
+      kc::ScaleQuery(q + row, scale + at, d, scaled_q_.data() + row);
+    }
+  }
 }
 
 void BlockCompute::PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,

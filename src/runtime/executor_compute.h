@@ -8,7 +8,12 @@
 // step one slot per sequence and KV head), decode attention reads the codes directly
 // (kernels/cpu/attention_q4.h, on the CPU for delegated rows and for the emulated device alike),
 // and the prefill attends to the prompt's fp32 keys and values (placement's kv_prefill), as
-// Transformer's compressed path does, so the tokens are Generator's with the same cache.
+// Transformer's compressed path does, so the tokens are Generator's with the same cache. Keys
+// are rotated (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as KvCache does it: the
+// smoothing of each (layer, sequence, KV head) is fitted at the prefill to the prompt's real
+// tokens and stays resident where the layers compute (placement's cache.smoothing); keys are
+// smoothed before they are written (wherever their rows live) and decode queries scaled before
+// they are attended (on the CPU too), so no statistics travel with the cache.
 #pragma once
 
 #include <vector>
@@ -50,14 +55,23 @@ class BlockCompute {
  private:
   void Input(const Step& step, BlockRun& run, float* hidden);
   void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
+  // Smoothed keys (plan.smooth_keys()): at the prefill fits the micro-batch's smoothing of
+  // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into
+  // smoothed_k_ and, in a decode step, scales q into scaled_q_.
+  void Smooth(const Step& step, int block, const StepInput& in, const float* k, const float* q);
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
   void PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
                      AttentionShape shape);
   void Output(const Step& step, BlockRun& run, const float* hidden);
   // The KV rows of slice (block, k) for `step`, in rows_.
   void BuildRows(const Step& step, int block, int rows);
-  // Weight views for placed layer `layer` assembled in `slot` (or at home).
+  // Weight views for placed layer `layer` assembled in `slot` (or at home); a 4-bit tensor's
+  // is its fp32 expansion.
   TensorView View(const PlacedTensor& t, int slot) const;
+  // 4-bit weights: at micro-batch 0 expands the step's scheduling layer (from its weight slot
+  // and GPU homes) into placement's expanded_weights, which every micro-batch of the layer then
+  // reads; so once per layer per token step, counted in `record`.
+  void ExpandWeights(const Step& step, int blocks, LaneRecord& record);
 
   const Model& model_;
   Transformer& transformer_;
@@ -70,6 +84,8 @@ class BlockCompute {
   ModelWeights model_views_[2];               // input and output tensors, [slot]
   std::vector<KvRow> rows_;
   std::vector<float> scratch_;
+  int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
+  std::vector<float> smoothed_k_, scaled_q_;  // Smooth's outputs
 };
 
 }  // namespace strata

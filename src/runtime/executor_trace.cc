@@ -33,6 +33,7 @@ void ExecutorMetrics::Accumulate(const ExecutorMetrics& o) {
   blocks += o.blocks;
   prompt_len = std::max(prompt_len, o.prompt_len);
   tokens = std::max(tokens, o.tokens);
+  weight_expansions += o.weight_expansions;
   for (int i = 0; i < kNumLanes; ++i) lane_busy_s[i] += o.lane_busy_s[i];
   for (int p = 0; p < kNumPhases; ++p) {
     for (int r = 0; r < kNumLayerRoles; ++r) {
@@ -68,6 +69,9 @@ std::string ExecutorMetrics::ToString() const {
                   link_busy_s[i], link_busy_s[i] > 0 ? link_bytes[i] / link_busy_s[i] / 1e9 : 0.0);
     out += line;
   }
+  if (weight_expansions > 0) {
+    out += "\n4-bit weights expanded for " + std::to_string(weight_expansions) + " layer steps";
+  }
   out += "\npeak bytes per tier (actual / plan):";
   for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
     out += std::string(" ") + TierName(t) + " " + FormatBytes(peak_bytes.at(t)) + " / " +
@@ -79,6 +83,7 @@ std::string ExecutorMetrics::ToString() const {
 void SumSpans(const std::vector<LaneRecord>& records, ExecutorMetrics& metrics) {
   ++metrics.blocks;
   for (const LaneRecord& r : records) {
+    metrics.weight_expansions += r.weight_expansions();
     for (const TraceSpan& s : r.spans()) {
       if (s.track < kNumLanes) {
         metrics.lane_busy_s[static_cast<size_t>(s.track)] += s.dur_us * 1e-6;

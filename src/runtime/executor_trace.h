@@ -50,11 +50,15 @@ class LaneRecord {
     spans_.push_back({kNumLanes + static_cast<int>(link), LinkName(link), start_us,
                       end_us - start_us, bytes});
   }
+  // One scheduling layer's 4-bit weights expanded.
+  void CountWeightExpansion() { ++weight_expansions_; }
   const std::vector<TraceSpan>& spans() const { return spans_; }
+  int64_t weight_expansions() const { return weight_expansions_; }
 
  private:
   Clock::time_point origin_;
   std::vector<TraceSpan> spans_;
+  int64_t weight_expansions_ = 0;
 };
 
 // Phases of a block: the prefill (token step 0) and the decode (every later token step).
@@ -75,6 +79,9 @@ struct ExecutorMetrics {
   std::array<std::array<std::array<double, kNumLanes>, kNumLayerRoles>, kNumPhases> step_busy_s{};
   std::array<double, kNumLinks> link_busy_s{};
   std::array<uint64_t, kNumLinks> link_bytes{};
+  // Scheduling layers whose 4-bit weights were expanded: once per layer (with a 4-bit tensor) per
+  // token step, whatever the number of micro-batches.
+  int64_t weight_expansions = 0;
   TierBytes peak_bytes;     // what the run held per tier (arenas, scratch file, compute workspace)
   TierBytes planned_bytes;  // the plan's accounting per tier; all -1 when it cannot describe
                             // the model (see ModelSpecOf)

@@ -11,6 +11,7 @@
 #include "src/memory/placement.h"
 #include "src/memory/weight_homes.h"
 #include "src/runtime/executor_sequences.h"
+#include "src/runtime/q4_weights.h"
 
 namespace strata {
 
@@ -50,7 +51,13 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   STRATA_ASSIGN_OR_RETURN(engine->tiers,
                           MemoryTiers::Create(engine->placement.layout, options_.tiers,
                                               engine->placement.weights.weight_file));
-  STRATA_RETURN_IF_ERROR(CopyWeightsHome(engine->placement.weights, *engine->tiers));
+  if (plan.compress_weight) {
+    const Q4Weights q4(model_.weights());
+    STRATA_RETURN_IF_ERROR(
+        CopyWeightsHome(engine->placement.weights, *engine->tiers, q4.PlanesOf()));
+  } else {
+    STRATA_RETURN_IF_ERROR(CopyWeightsHome(engine->placement.weights, *engine->tiers));
+  }
   engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
                                                      *cpu_backend_, engine->placement,
                                                      *engine->tiers);

@@ -41,7 +41,7 @@ TEST_F(PerplexityTest, SmoothedRotatedFourBitCacheStaysCloseToFp32) {
   if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
   const std::string args = Prefix();
   const double fp32 = Perplexity(args);
-  const double smoothed = Perplexity(args + " --compress-cache --rotate-keys --smooth-keys");
+  const double smoothed = Perplexity(args + " --compress-cache --cache-keys smoothed");
   ASSERT_GT(fp32, 1.0);
   ASSERT_GT(smoothed, 1.0);
   std::printf("fp32 %.4f  smoothed+rotated 4-bit cache %.4f (%+.2f%%)\n", fp32, smoothed,
@@ -51,9 +51,13 @@ TEST_F(PerplexityTest, SmoothedRotatedFourBitCacheStaysCloseToFp32) {
 
 TEST_F(PerplexityTest, BadFlagsSayWhatIsWrong) {
   Write("t.txt", "Hello there.");
-  CliResult r = RunStrata("perplexity --input " + Path("t.txt") + " --smooth-keys");
+  CliResult r = RunStrata("perplexity --input " + Path("t.txt") + " --cache-keys smoothed");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.stderr_text.find("--smooth-keys needs --compress-cache"), std::string::npos)
+  EXPECT_NE(r.stderr_text.find("--cache-keys needs --compress-cache"), std::string::npos)
+      << r.stderr_text;
+  r = RunStrata("perplexity --input " + Path("t.txt") + " --compress-cache --cache-keys odd");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("--cache-keys: cache keys must be plain"), std::string::npos)
       << r.stderr_text;
   r = RunStrata("perplexity --input " + Path("t.txt") + " --window 16 --prompt 15");
   EXPECT_NE(r.exit_code, 0);

@@ -36,7 +36,8 @@ Plan MakePlan(std::vector<int> percent, int gbs, int nb, bool cpu_attention) {
   return plan;
 }
 
-// Each policy with the fp32 cache and again with the 4-bit one.
+// Each policy with the fp32 cache and again with the 4-bit one, and all of those again with
+// 4-bit weights.
 std::vector<Plan> Plans() {
   std::vector<Plan> plans = {MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false),
                              MakePlan({0, 100, 0, 100, 0, 100}, 2, 2, false),
@@ -51,7 +52,34 @@ std::vector<Plan> Plans() {
     plans.push_back(plans[i]);
     plans.back().compress_cache = true;
   }
+  const size_t raw = plans.size();
+  for (size_t i = 0; i < raw; ++i) {
+    plans.push_back(plans[i]);
+    plans.back().compress_weight = true;
+  }
   return plans;
+}
+
+// The model's weight bytes as stored under `plan`, from the model's own tensors: with
+// compress_weight each matrix whose rows are whole groups of 64 takes 32 bytes of codes and 4 of
+// fp16 scale and minimum per group (kernels/cpu/weight_q4.h), everything else its own bytes.
+uint64_t StoredWeightBytes(const Model& model, const Plan& plan) {
+  uint64_t bytes = model.weight_bytes();
+  if (!plan.compress_weight) return bytes;
+  const ModelWeights& w = model.weights();
+  std::vector<const TensorView*> matrices = {&w.token_embedding, &w.position_embedding};
+  if (w.lm_head.data != w.token_embedding.data) matrices.push_back(&w.lm_head);
+  for (const LayerWeights& l : w.layers) {
+    for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      matrices.push_back(t);
+    }
+  }
+  for (const TensorView* t : matrices) {
+    if (!t->present() || t->dim(1) % 64 != 0) continue;
+    bytes -= t->bytes();
+    bytes += static_cast<uint64_t>(t->dim(0) * (t->dim(1) / 64) * 36);
+  }
+  return bytes;
 }
 
 TEST(PlacementTest, SplitRowsIsCumulativeAndExact) {
@@ -74,7 +102,11 @@ TEST(PlacementTest, WeightHomesAddUpToTheModel) {
     for (const Plan& plan : Plans()) {
       TierLayout layout;
       const WeightPlacement w = PlaceWeights(*model, plan, layout);
-      EXPECT_EQ(static_cast<uint64_t>(w.home_bytes.sum()), model->weight_bytes()) << name;
+      EXPECT_EQ(static_cast<uint64_t>(w.home_bytes.sum()), StoredWeightBytes(*model, plan))
+          << name << "\n" << PlanToString(plan);
+      if (plan.compress_weight) {
+        EXPECT_LT(static_cast<uint64_t>(w.home_bytes.sum()), model->weight_bytes()) << name;
+      }
       for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
         EXPECT_EQ(static_cast<int64_t>(layout.use_bytes(t, MemoryUse::kWeights)),
                   w.home_bytes.at(t))
@@ -146,6 +178,38 @@ TEST(PlacementTest, TiersHoldNoMoreThanThePlan) {
       for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
         EXPECT_LE(static_cast<int64_t>(p->layout.tier_bytes(t)), mem.total_bytes.at(t))
             << name << " " << TierName(t) << "\n" << PlanToString(plan) << Compare(*p, mem);
+      }
+    }
+  }
+}
+
+// Smoothed 4-bit keys keep an fp32 mean and scale per (layer, sequence, KV head) on the GPU: the
+// layout's extent is the accounting's kv_smoothing buffer byte for byte, and neither exists for
+// plain or rotated keys or the fp32 cache.
+TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
+  for (const char* name : kFixtures) {
+    auto model = Load(name);
+    ASSERT_NE(model, nullptr);
+    const ModelSpec spec = *ModelSpecOf(*model);
+    const ModelConfig& c = model->config();
+    for (Plan plan : Plans()) {
+      for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+        plan.cache_keys = keys;
+        SCOPED_TRACE(std::string(name) + " " + CacheKeysName(keys) + "\n" + PlanToString(plan));
+        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+        Result<Placement> p = PlaceBlock(*model, plan, shape);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+        int64_t accounted = 0;
+        for (const NamedBuffer& b : mem.buffers) {
+          if (b.name == "kv_smoothing") accounted += b.bytes * b.count;
+        }
+        const int64_t want = plan.smooth_keys() ? 2 * int64_t{c.num_layers} * plan.block_size() *
+                                                      c.num_kv_heads * c.head_dim * 4
+                                                : 0;
+        EXPECT_EQ(accounted, want);
+        EXPECT_EQ(static_cast<int64_t>(p->cache.smoothing.bytes), want);
+        if (want > 0) EXPECT_EQ(p->cache.smoothing.tier, Tier::kGpu);
       }
     }
   }
@@ -235,8 +299,8 @@ std::unique_ptr<Model> StoreOf(const std::string& name) {
   return m.ok() ? std::move(*m) : nullptr;
 }
 
-// Disk weights of a store-loaded model stay in the store: the layout (so the scratch file)
-// reserves nothing for them, while the placement still counts them as the plan's disk weights;
+// Disk weights of a store-loaded model stay in the store (4-bit ones excepted): the layout (so
+// the scratch file) reserves nothing for them, while the placement still counts them as the plan's disk weights;
 // KV cache and activations are placed as for the same model from any other source.
 TEST(PlacementTest, StoreWeightsOnDiskTakeNoScratchSpace) {
   for (const char* name : kFixtures) {
@@ -257,6 +321,15 @@ TEST(PlacementTest, StoreWeightsOnDiskTakeNoScratchSpace) {
       Result<MemoryPlan> mem = AccountMemory(*spec, {24, 16, 0}, plan);
       ASSERT_TRUE(mem.ok()) << mem.status().ToString();
       const int64_t disk_weights = mem->weight_bytes.at(Tier::kDisk);
+      if (plan.compress_weight) {
+        // 4-bit rows have no image in the store: they go to the scratch file, raw ones stay.
+        EXPECT_EQ(static_cast<int64_t>(from_store->layout.use_bytes(Tier::kDisk,
+                                                                    MemoryUse::kWeights) +
+                                       from_store->weights.store_disk_bytes),
+                  disk_weights);
+        EXPECT_EQ(from_store->weights.home_bytes.at(Tier::kDisk), disk_weights);
+        continue;
+      }
       EXPECT_EQ(from_store->layout.use_bytes(Tier::kDisk, MemoryUse::kWeights), 0u);
       EXPECT_EQ(
           static_cast<int64_t>(from_source->layout.use_bytes(Tier::kDisk, MemoryUse::kWeights)),

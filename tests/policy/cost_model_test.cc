@@ -81,6 +81,30 @@ TEST(CostModelTest, CompressionShrinksTrafficAndCostsExpansion) {
   EXPECT_EQ(plain.decode.layer.gpu_dequant_s, 0);
 }
 
+// With a page-write rate, a decode step's disk cache writes cost one 4 KiB page per (sequence,
+// KV head, plane), as the executor writes them; planes of rows shorter than a page share pages.
+TEST(CostModelTest, DecodeCacheWritesCostPagesAtThePageRate) {
+  const ModelSpec m = Preset("opt-30b");  // 56 KV heads of 128 fp16 elements: 256-byte slots
+  ASSERT_EQ(m.num_kv_heads, 56);
+  ASSERT_EQ(m.head_dim, 128);
+  ASSERT_EQ(m.activation_dtype_bytes, 2);
+  Plan p = PlanFromFlexGenPercent({0, 100, 0, 0, 100, 0}, 16, 4).value();  // cache on disk
+  HardwareSpec hw = FlexGenT4();
+  const CostEstimate bytes = EstimateCost(m, {512, 32, 0}, p, hw);
+  EXPECT_NEAR(bytes.decode.layer.disk_write_s, 64.0 * 2 * 56 * 256 / (hw.disk_write_gbps * 1e9),
+              1e-12);
+  hw.disk_page_write_gbps = 0.02;
+  const CostEstimate pages = EstimateCost(m, {512, 32, 0}, p, hw);
+  EXPECT_NEAR(pages.decode.layer.disk_write_s, 64.0 * 56 * 2 * 4096 / 0.02e9, 1e-9);
+  EXPECT_DOUBLE_EQ(pages.prefill.layer.disk_write_s, bytes.prefill.layer.disk_write_s);
+  // 4-bit cache, 72 slots: the 64-byte code rows (4608 bytes) fill a page each; the 8-byte
+  // parameter rows (576 bytes) share pages, 576 / 4096 of one per row.
+  p.compress_cache = true;
+  const CostEstimate q4 = EstimateCost(m, {64, 8, 0}, p, hw);
+  EXPECT_NEAR(q4.decode.layer.disk_write_s, 64.0 * 56 * 2 * (1 + 576.0 / 4096) * 4096 / 0.02e9,
+              1e-9);
+}
+
 TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
   const ModelSpec m = Preset("opt-6.7b");
   const Plan p = Split(100, 0, 100, 0, 4, 2);

@@ -84,5 +84,23 @@ TEST(HardwareSpecTest, EmulatedFlagsRoundTrip) {
   EXPECT_FALSE(back->d2h_emulated);
 }
 
+TEST(HardwareSpecTest, PageWriteRateIsOptionalAndPositive) {
+  Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
+  ASSERT_TRUE(hw.ok());
+  EXPECT_EQ(hw->disk_page_write_gbps, 0);  // absent: FlexGen's profile is unchanged
+  EXPECT_EQ(T4FlexGenText().find("disk_page_write_gbps"), std::string::npos);
+  hw->disk_page_write_gbps = 0.021;
+  const std::string with = HardwareSpecToYaml(*hw);
+  Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_DOUBLE_EQ(back->disk_page_write_gbps, 0.021);
+  EXPECT_NE(Error(Replace(with, "disk_page_write_gbps: 0.021", "disk_page_write_gbps: 0"))
+                .find("'disk_page_write_gbps' must be positive"),
+            std::string::npos);
+  EXPECT_NE(Error(Replace(with, "disk_page_write_gbps: 0.021", "disk_page_write_gbps: slow"))
+                .find("'disk_page_write_gbps' must be a number, got 'slow'"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata

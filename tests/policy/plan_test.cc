@@ -27,6 +27,36 @@ TEST(PlanTest, YamlRoundTrip) {
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(*back, plan);
   }
+  for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+    Plan plan = Mixed();
+    plan.cache_keys = keys;
+    EXPECT_NE(PlanToYaml(plan).find(std::string("cache_keys: ") + CacheKeysName(keys)),
+              std::string::npos);
+    Result<Plan> back = ParsePlanYaml(PlanToYaml(plan), "<test>");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->cache_keys, keys);
+  }
+}
+
+TEST(PlanTest, CacheKeysDefaultToSmoothedAndRotated) {
+  Plan p;
+  EXPECT_EQ(p.cache_keys, CacheKeys::kSmoothed);
+  EXPECT_FALSE(p.rotate_keys());  // no 4-bit cache, no key transform
+  EXPECT_FALSE(p.smooth_keys());
+  p.compress_cache = true;
+  EXPECT_TRUE(p.rotate_keys());
+  EXPECT_TRUE(p.smooth_keys());
+  p.cache_keys = CacheKeys::kRotated;
+  EXPECT_TRUE(p.rotate_keys());
+  EXPECT_FALSE(p.smooth_keys());
+  p.cache_keys = CacheKeys::kPlain;
+  EXPECT_FALSE(p.rotate_keys());
+  EXPECT_FALSE(p.smooth_keys());
+  EXPECT_EQ(*ParseCacheKeys("rotated"), CacheKeys::kRotated);
+  Result<CacheKeys> bad = ParseCacheKeys("hadamard");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("plain"), std::string::npos);
+  EXPECT_NE(bad.status().message().find("'hadamard'"), std::string::npos);
 }
 
 TEST(PlanTest, DiskTakesTheRest) {
@@ -65,6 +95,10 @@ TEST(PlanTest, FlexGenFlags) {
   EXPECT_FALSE(PlanFromFlexGenPercent({70, 80, 0, 100, 0, 100}, 1, 1).ok());
   EXPECT_NE(PlanToFlexGenFlags(Mixed()).find("--cpu-attention --compress-cache --no-overlap"),
             std::string::npos);
+  Plan plain = Mixed();
+  plain.cache_keys = CacheKeys::kPlain;
+  EXPECT_NE(PlanToFlexGenFlags(plain).find("--compress-cache --cache-keys plain --no-overlap"),
+            std::string::npos);
 }
 
 TEST(PlanTest, BadYamlSaysWhatAndWhere) {
@@ -90,6 +124,10 @@ TEST(PlanTest, BadYamlSaysWhatAndWhere) {
   over.replace(over.find("activation_gpu_percent: 30"), 26, "activation_gpu_percent: 90");
   EXPECT_NE(message(over).find("plan.yaml: activation_gpu_percent + activation_cpu_percent"),
             std::string::npos);
+  std::string bad_keys = good;
+  bad_keys.replace(bad_keys.find("cache_keys: smoothed"), 20, "cache_keys: hadamard");
+  EXPECT_NE(message(bad_keys).find("plan.yaml: cache_keys: cache keys must be plain"),
+            std::string::npos);
   EXPECT_EQ(LoadPlanYaml("/nonexistent/plan.yaml").status().code(), StatusCode::kNotFound);
 }
 
@@ -97,6 +135,7 @@ TEST(PlanTest, PrintsForPeople) {
   const std::string text = PlanToString(Mixed());
   EXPECT_NE(text.find("144 sequences = 48 per micro-batch x 3 micro-batches"), std::string::npos);
   EXPECT_NE(text.find("activations  GPU  30%  CPU  50%  disk  20%"), std::string::npos);
+  EXPECT_NE(text.find("KV cache 4-bit, smoothed keys"), std::string::npos);
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 // off, with lanes jittered so that they interleave differently on every run. Also holds each
 // run's peak bytes per tier to the plan's figures (rule 2). With the 4-bit KV cache
 // (compress_cache) the reference is Generator on the same 4-bit cache (KvCache, Transformer's
-// compressed path), and the same policies must give its tokens exactly.
+// compressed path, with the plan's key transform), and the same policies must give its tokens
+// exactly. With 4-bit weights (compress_weight) the reference is Generator on the same
+// quantized-then-expanded weights (Q4Weights::RoundTripped()).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -24,6 +26,7 @@
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
+#include "src/runtime/q4_weights.h"
 
 namespace strata {
 namespace {
@@ -54,7 +57,17 @@ const Policy kPolicies[] = {
 // What the plan compresses; Generator's reference runs with the same.
 struct Compression {
   bool cache = false;
+  CacheKeys keys = Plan{}.cache_keys;  // with `cache`
+  bool weight = false;  // the reference's weights are Q4Weights::RoundTripped()
 };
+
+KvCacheOptions CacheOptionsOf(Compression c) {
+  KvCacheOptions o;
+  o.compress = c.cache;
+  o.rotate_keys = c.cache && c.keys != CacheKeys::kPlain;
+  o.smooth_keys = c.cache && c.keys == CacheKeys::kSmoothed;
+  return o;
+}
 
 std::vector<GenerationRequest> Requests(const nlohmann::json& expected, int max_new) {
   std::vector<GenerationRequest> block;
@@ -77,12 +90,12 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
                                            Compression compression = {}) {
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend();
-  Transformer transformer(model, *backend);
+  std::unique_ptr<Q4Weights> q4;
+  if (compression.weight) q4 = std::make_unique<Q4Weights>(model.weights());
+  Transformer transformer(model, *backend, q4 ? &q4->RoundTripped() : nullptr);
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
   Generator generator(transformer, tokenizer, eog);
-  KvCacheOptions cache_options;
-  cache_options.compress = compression.cache;
-  generator.set_cache_options(cache_options);
+  generator.set_cache_options(CacheOptionsOf(compression));
   const std::vector<GenerationResult> want = generator.Generate(block);
   for (const Policy& policy : policies) {
     SCOPED_TRACE(policy.name);
@@ -93,6 +106,8 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
     o.plan = *plan;
     o.plan.cpu_attention = policy.cpu_attention;
     o.plan.compress_cache = compression.cache;
+    o.plan.compress_weight = compression.weight;
+    o.plan.cache_keys = compression.keys;
     o.tiers.offload_dir = ::testing::TempDir();
     o.executor.jitter_us = jitter_us;
     o.executor.jitter_seed = static_cast<uint32_t>(jitter_us);
@@ -155,8 +170,11 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
 
 // The 4-bit KV cache under every policy: written quantized as the prefill and each decode step
 // produce it, moved between tiers compressed, attended on its codes (on the CPU for delegated
-// rows). Generator on the same 4-bit cache is the reference; it differs from the fp32 run, which
-// shows the cache really is 4-bit.
+// rows), for each way of storing keys: smoothed (the default; fitted at the prefill, resident
+// where the layers compute, queries scaled on the CPU too) under every policy, plain (FlexGen's
+// groups) and rotated under a few. Generator
+// on the same 4-bit cache is the reference; the references differ from each other and from the
+// fp32 run, which shows the cache really is 4-bit and each key transform really applied.
 TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   std::unique_ptr<Model> model;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -164,23 +182,101 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   const std::vector<GenerationRequest> block =
       FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
-  CheckPolicies(*model, *tokenizer, block,
-                std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0,
-                {.cache = true});
-  CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, {.cache = true});
-  // The reference itself is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
   auto backend = MakeCpuBackend();
   Transformer transformer(*model, *backend);
-  Generator generator(transformer, *tokenizer, {});
-  KvCacheOptions q4;
-  q4.compress = true;
-  generator.set_cache_options(q4);
-  const std::vector<GenerationResult> got = generator.Generate(block);
+  std::vector<std::vector<std::vector<int32_t>>> references;
+  for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+    SCOPED_TRACE(std::string(CacheKeysName(keys)) + " keys");
+    const Compression c{.cache = true, .keys = keys};
+    if (keys == Plan{}.cache_keys) {
+      CheckPolicies(*model, *tokenizer, block,
+                    std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, c);
+      CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, c);
+    } else {
+      // The other transforms, kept short: every tier, CPU attention over CPU and disk rows.
+      CheckPolicies(*model, *tokenizer, block,
+                    {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
+    }
+    Generator generator(transformer, *tokenizer, {});
+    generator.set_cache_options(CacheOptionsOf(c));
+    references.emplace_back();
+    for (const GenerationResult& r : generator.Generate(block)) {
+      references.back().push_back(r.tokens);
+    }
+  }
+  // The plain reference is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
   size_t differ = 0;
   for (size_t p = 0; p < block.size(); ++p) {
-    differ += got[p].tokens != expected["greedy"][p].get<std::vector<int32_t>>();
+    differ += references[0][p] != expected["greedy"][p].get<std::vector<int32_t>>();
   }
   EXPECT_GT(differ, 0u);
+  EXPECT_NE(references[0], references[1]) << "rotation changed no token";
+  EXPECT_NE(references[1], references[2]) << "smoothing changed no token";
+}
+
+// 4-bit weights (plan.compress_weight) under every policy, with the fp32 and the 4-bit cache:
+// each tier's home holds its rows' codes and params, a weight slot is assembled from them as
+// for raw weights, and compute expands each layer once per token step. The reference is
+// Generator on the same quantize-then-expand weights (Q4Weights::RoundTripped()); it differs
+// from the fp32 weights' tokens, which shows the weights really are 4-bit. llama-gqa's
+// down_proj (160 input columns, not whole groups of 64) stays raw beside 4-bit tensors.
+TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
+  for (const bool cache : {false, true}) {
+    SCOPED_TRACE(cache ? "4-bit cache" : "fp32 cache");
+    const Compression c{.cache = cache, .weight = true};
+    CheckPolicies(*model, *tokenizer, block, policies, 0, c);
+    CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
+  }
+  auto backend = MakeCpuBackend();
+  Q4Weights q4(model->weights());
+  Transformer transformer(*model, *backend, &q4.RoundTripped());
+  Generator generator(transformer, *tokenizer, {});
+  const std::vector<GenerationResult> ref = generator.Generate(block);
+  size_t differ = 0;
+  for (size_t p = 0; p < block.size(); ++p) {
+    differ += ref[p].tokens != expected["greedy"][p].get<std::vector<int32_t>>();
+  }
+  EXPECT_GT(differ, 0u) << "4-bit weights changed no token";
+}
+
+// A layer's 4-bit weights are expanded once per token step, shared by all its micro-batches:
+// the count is (2L + 2) scheduling layers x token steps, whatever num_gpu_batches, wherever the
+// weights live. Every scheduling layer of the fixtures has a 4-bit matrix (hidden size 64).
+TEST_P(FixturePolicyTest, FourBitWeightsAreExpandedOncePerLayerPerTokenStep) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const int max_new = 5;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock(GetParam(), max_new, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  const int n = static_cast<int>(block.size());
+  const std::vector<Policy> policies = {
+      {"all_gpu_nb1", {100, 0, 100, 0, 100, 0}, n, 1, false},
+      {"all_gpu_nb_n", {100, 0, 100, 0, 100, 0}, 1, n, false},
+      {"mixed_nb_n", {30, 40, 20, 50, 40, 30}, 1, n, true},
+      {"all_disk_nb2", {0, 0, 0, 0, 0, 0}, (n + 1) / 2, 2, false}};
+  const int64_t layers = 2 * int64_t{model->config().num_layers} + 2;
+  const std::vector<ExecutorMetrics> metrics =
+      CheckPolicies(*model, *tokenizer, block, policies, 0, {.weight = true});
+  ASSERT_EQ(metrics.size(), policies.size());
+  for (size_t i = 0; i < metrics.size(); ++i) {
+    SCOPED_TRACE(policies[i].name);
+    EXPECT_EQ(metrics[i].blocks, 1);
+    EXPECT_EQ(metrics[i].tokens, max_new);
+    EXPECT_EQ(metrics[i].weight_expansions, layers * max_new);
+  }
+  const std::vector<ExecutorMetrics> fp32 =
+      CheckPolicies(*model, *tokenizer, block, {policies[1]}, 0);
+  ASSERT_EQ(fp32.size(), 1u);
+  EXPECT_EQ(fp32[0].weight_expansions, 0);
 }
 
 // Every byte is accounted (docs/DESIGN.md, rule 2): what a run holds per tier — arenas, scratch
@@ -194,10 +290,12 @@ TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
       FixtureBlock(GetParam(), 4, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
-  for (const bool compress_cache : {false, true}) {
-    SCOPED_TRACE(compress_cache ? "4-bit cache" : "fp32 cache");
+  for (const Compression c : {Compression{}, Compression{.cache = true},
+                              Compression{.weight = true}, Compression{.cache = true, .weight = true}}) {
+    SCOPED_TRACE(std::string(c.cache ? "4-bit cache" : "fp32 cache") +
+                 (c.weight ? ", 4-bit weights" : ""));
     const std::vector<ExecutorMetrics> metrics =
-        CheckPolicies(*model, *tokenizer, block, policies, 0, {.cache = compress_cache});
+        CheckPolicies(*model, *tokenizer, block, policies, 0, c);
     for (size_t i = 0; i < metrics.size(); ++i) {
       const ExecutorMetrics& m = metrics[i];
       for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
@@ -250,27 +348,6 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
   EXPECT_NE(got.status().message().find("no/such/dir"), std::string::npos);
 }
 
-// 4-bit weights are not run by the offloading engine yet: the block fails with a message that
-// says what to drop, and nothing runs.
-TEST(OffloadErrorTest, FourBitWeightsAreRefusedWithAMessage) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock("opt", 2, &model, &tokenizer, &expected);
-  ASSERT_FALSE(block.empty());
-  auto backend = MakeCpuBackend();
-  OffloadOptions o;
-  o.plan = *PlanFromFlexGenPercent({0, 100, 0, 100, 0, 100}, 2, 2);
-  o.plan.compress_weight = true;
-  o.tiers.offload_dir = ::testing::TempDir();
-  OffloadGenerator offload(*model, *backend, *tokenizer, {}, o);
-  Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
-  ASSERT_FALSE(got.ok());
-  EXPECT_EQ(got.status().code(), StatusCode::kUnsupported) << got.status().ToString();
-  EXPECT_NE(got.status().message().find("--compress-weight"), std::string::npos);
-}
-
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
                          ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias"));
 
@@ -284,7 +361,7 @@ std::string DefaultModelPath() {
 }
 
 // The default model, kept small: three prompts, five tokens, three policies, with the fp32 and
-// the 4-bit cache.
+// the 4-bit cache (smoothed keys, the default; plain keys under one policy), and with 4-bit weights (fp32 and 4-bit cache).
 TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
   const std::string path = DefaultModelPath();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
@@ -306,7 +383,12 @@ TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
       {"mixed_cpu_attention", {30, 40, 20, 50, 40, 30}, 1, 3, true},
       {"flexgen_30b", {20, 80, 0, 100, 0, 100}, 3, 1, true}};
   CheckPolicies(**model, **tokenizer, block, policies, 0);
-  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true});
+  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true});  // smoothed keys
+  CheckPolicies(**model, **tokenizer, block, {policies[1]}, 0,
+                {.cache = true, .keys = CacheKeys::kPlain});
+  SCOPED_TRACE("4-bit weights");
+  CheckPolicies(**model, **tokenizer, block, policies, 0, {.weight = true});
+  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true, .weight = true});
 }
 
 // A FileEnv that passes everything on and adds up what is preallocated: the scratch file's size.

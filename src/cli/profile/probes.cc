@@ -1,12 +1,10 @@
 #include "src/cli/profile/probes.h"
 
-#include <fcntl.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -18,6 +16,10 @@
 #include "kernels/cpu/attention_q4.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/weight_q4.h"
+#include "policy/memory_accounting.h"
+#include "src/io/aligned_buffer.h"
+#include "src/io/file_env.h"
+#include "src/io/scratch_file.h"
 
 namespace strata::profile {
 namespace {
@@ -46,10 +48,6 @@ std::vector<float> RandomFloats(size_t n) {
   for (float& x : v) x = dist(rng);
   return v;
 }
-
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
 
 }  // namespace
 
@@ -170,55 +168,68 @@ double ExpandQ4Gbps() {
 }
 
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
-  constexpr size_t kRequest = size_t{4} << 20;
-  const std::string path = dir + "/strata-profile-" + std::to_string(getpid()) + ".tmp";
+  constexpr uint64_t kSubmission = kDiskRingHalfBytes;  // what one executor submission moves
+  constexpr uint64_t kPage = kDirectIoAlignment;
+  constexpr uint64_t kPageStride = uint64_t{64} << 10;  // pages of different KV rows
+  const uint64_t bytes = std::max<int64_t>(0, max_bytes) / kSubmission * kSubmission;
+  if (bytes == 0) {
+    return Status::IoError("no space to measure the disk in '" + dir + "': the probe needs a " +
+                           std::to_string(kSubmission >> 20) + " MiB scratch file");
+  }
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::Allocate(kSubmission));
+  std::memset(buffer.data(), 0x5A, kSubmission);
+  FileEnvOptions options;
+  options.registered_buffers.push_back(buffer.span());
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FileEnv> env, NewFileEnv(options));
+  Result<std::unique_ptr<ScratchFile>> scratch = ScratchFile::Create(env.get(), dir, bytes);
+  if (!scratch.ok()) return scratch.status().WithContext("measuring the disk");
+  DiskFile* file = (*scratch)->file();
   DiskRates rates;
-  int fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_DIRECT, 0600);
-  if (fd < 0 && errno == EINVAL) {  // tmpfs and some overlay filesystems refuse O_DIRECT
-    rates.direct = false;
-    fd = open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
-  }
-  if (fd < 0) {
-    return Status::IoError("cannot create a scratch file in '" + dir +
-                           "': " + std::strerror(errno));
-  }
-  void* raw = nullptr;
-  if (posix_memalign(&raw, 4096, kRequest) != 0) {
-    close(fd);
-    unlink(path.c_str());
-    return Status::ResourceExhausted("cannot allocate an aligned I/O buffer");
-  }
-  std::unique_ptr<void, FreeDeleter> buffer(raw);
-  std::memset(raw, 0x5A, kRequest);
-  Status status;
-  int64_t written = 0;
-  auto start = Clock::now();
-  while (written + int64_t(kRequest) <= max_bytes &&
-         std::chrono::duration<double>(Clock::now() - start).count() < 2.0) {
-    if (pwrite(fd, raw, kRequest, written) != ssize_t(kRequest)) {
-      status = Status::IoError("writing '" + path + "': " + std::strerror(errno));
-      break;
+  rates.direct = file->direct();
+  rates.file_env = env->name();
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  // One submission of `requests`, awaited, as the executor's lanes do.
+  const auto submit = [&](std::span<const IoRequest> requests) {
+    IoEvent event;
+    env->Submit(requests, &event);
+    return event.Wait();
+  };
+  // Sequential passes of one ring half per submission (the env splits it into 1 MiB transfers
+  // at its queue depth), stopping after about two seconds.
+  const auto sequential = [&](IoOp op) -> Result<double> {
+    uint64_t done = 0;
+    const auto start = Clock::now();
+    while (done < bytes && seconds_since(start) < 2.0) {
+      const IoRequest request{op, file, done, kSubmission, buffer.data()};
+      STRATA_RETURN_IF_ERROR(submit({&request, 1}));
+      done += kSubmission;
     }
-    written += kRequest;
-  }
-  if (status.ok() && fdatasync(fd) != 0) status = Status::IoError(std::strerror(errno));
-  rates.write_gbps = written / std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
-  if (!rates.direct) posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);  // read from the disk
-  int64_t read = 0;
-  start = Clock::now();
-  while (status.ok() && read < written &&
-         std::chrono::duration<double>(Clock::now() - start).count() < 2.0) {
-    if (pread(fd, raw, kRequest, read) != ssize_t(kRequest)) {
-      status = Status::IoError("reading '" + path + "': " + std::strerror(errno));
-      break;
+    if (op == IoOp::kWrite) STRATA_RETURN_IF_ERROR(env->Sync(file));
+    return done / seconds_since(start) / 1e9;
+  };
+  const std::string context = "measuring the disk in '" + dir + "'";
+  Result<double> write = sequential(IoOp::kWrite);
+  if (!write.ok()) return write.status().WithContext(context);
+  Result<double> read = sequential(IoOp::kRead);
+  if (!read.ok()) return read.status().WithContext(context);
+  rates.write_gbps = *write;
+  rates.read_gbps = *read;
+  // Decode cache writes: single pages at scattered offsets, a queue depth of them per submission.
+  const int per_submission = options.queue_depth;
+  const uint64_t slots = bytes / kPageStride;
+  std::vector<IoRequest> requests(static_cast<size_t>(per_submission));
+  uint64_t pages = 0;
+  const auto start = Clock::now();
+  while (seconds_since(start) < 1.0) {
+    for (IoRequest& r : requests) {
+      r = {IoOp::kWrite, file, (pages++ % slots) * kPageStride, static_cast<size_t>(kPage),
+           buffer.data()};
     }
-    read += kRequest;
+    if (Status s = submit(requests); !s.ok()) return s.WithContext(context);
   }
-  rates.read_gbps = read / std::chrono::duration<double>(Clock::now() - start).count() / 1e9;
-  close(fd);
-  unlink(path.c_str());
-  if (!status.ok()) return status;
-  if (written == 0) return Status::IoError("no space to measure the disk in '" + dir + "'");
+  rates.page_write_gbps = pages * kPage / seconds_since(start) / 1e9;
   return rates;
 }
 

@@ -29,11 +29,16 @@ double ExpandQ4Gbps();
 struct DiskRates {
   double read_gbps = 0;
   double write_gbps = 0;
-  bool direct = true;  // O_DIRECT was accepted; false: buffered I/O with fdatasync
+  double page_write_gbps = 0;  // 4 KiB pages at scattered offsets
+  bool direct = true;          // O_DIRECT was accepted; false: buffered I/O
+  std::string file_env;        // the FileEnv that moved the bytes: "io_uring" or "pread"
 };
-// Writes then reads a scratch file of up to `max_bytes` in `dir` with 4 MiB pwrite/pread requests
-// (one at a time, not yet through strata's io_uring disk tier), stopping early after about two
-// seconds each way; removes the file. IoError when the directory cannot take the file.
+// Measures `dir`'s disk through strata's own disk tier (src/io/file_env.h, the FileEnv the
+// executor gets, O_DIRECT where the filesystem allows) on a scratch file of up to `max_bytes`:
+// sequential writes then reads, one disk-ring half (32 MiB, split into 1 MiB transfers at the
+// env's queue depth) per awaited submission, about two seconds each way; then about a second of
+// single 4 KiB page writes at scattered offsets, a queue depth of them per submission (the
+// executor's decode cache writes). Removes the file. Errors name the directory and the reason.
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
 
 // Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs), online cores.

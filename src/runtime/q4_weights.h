@@ -1,0 +1,48 @@
+// A model's weights in 4 bits (kernels/cpu/weight_q4.h, `--compress-weight`): every matrix whose
+// rows are whole groups of 64 (policy's StoredQ4: the token and position embeddings, the
+// projections, an untied output projection) quantized once; vectors (norms, biases) and other
+// matrices stay as they are, as in FlexGen. The offloading engine stores the planes in the
+// weights' homes and expands a layer once per layer per token step; RoundTripped() is the same
+// quantize-then-expand for Transformer and Generator, the reference a 4-bit run is held to and
+// what `strata perplexity --compress-weight` measures.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "src/memory/weight_homes.h"
+#include "src/model/model.h"
+
+namespace strata {
+
+class Q4Weights {
+ public:
+  // Quantizes `weights`' matrices (parallel over rows). REQUIRES: `weights` outlives this object.
+  explicit Q4Weights(const ModelWeights& weights);
+
+  // The planes of the 4-bit matrix whose model data is `source.data`. REQUIRES: it is one.
+  WeightQ4Planes Planes(const TensorView& source) const;
+  // For CopyWeightsHome.
+  WeightQ4PlanesOf PlanesOf() const;
+
+  // The weights with every 4-bit matrix expanded back to fp32 (a tied output projection stays
+  // the expanded embedding). Expanded on the first call, then kept.
+  const ModelWeights& RoundTripped();
+
+ private:
+  struct Entry {
+    TensorView source;
+    std::vector<uint8_t> codes;
+    std::vector<uint16_t> params;
+  };
+  void Quantize(const TensorView& t);
+
+  const ModelWeights& weights_;
+  std::map<const void*, Entry> planes_;  // by the model tensor's data
+  std::unique_ptr<ModelWeights> round_tripped_;
+  std::vector<std::vector<float>> expanded_;
+};
+
+}  // namespace strata
