@@ -47,7 +47,7 @@ struct HardwareSpec {
                                             // elements per second times 2 (fp16-equivalent bytes)
 
   // CPU.
-  int cpu_cores = 0;
+  int cpu_cores = 0;  // CPU threads the CPU (and emulated device) rates were measured with
   double cpu_memory_gbps = 0;        // host memory read bandwidth, all cores
   double cpu_attention_gbps = 0;     // decode attention, uncompressed cache bytes per second,
                                      // all cores

@@ -7,8 +7,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "kernels/cpu/threads.h"
 #include "policy/search.h"
 #include "src/cli/model_path.h"
+#include "src/core/log.h"
 
 namespace strata {
 
@@ -25,7 +27,20 @@ std::string DefaultHardwareProfilePath() {
   return (std::filesystem::path(CacheDirectory()) / "hardware.yaml").string();
 }
 
-Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& f, std::string* origin) {
+namespace {
+
+// A profile's CPU rates hold for the thread count they were measured with.
+void WarnOnThreadMismatch(const HardwareSpec& hw, const std::string& origin) {
+  const int threads = kernels::cpu::CpuThreads();
+  if (hw.cpu_cores == threads) return;
+  LogWarn("hardware profile " + origin + " was measured with " + std::to_string(hw.cpu_cores) +
+          " CPU threads and this run computes with " + std::to_string(threads) +
+          ": its CPU" + (hw.gpu_emulated ? " and emulated-device" : "") +
+          " predictions assume the former; run `strata profile --threads " +
+          std::to_string(threads) + "` for a profile of this setting");
+}
+
+Result<std::optional<HardwareSpec>> LoadProfile(const PolicyFlags& f, std::string* origin) {
   if (!f.hardware.empty()) {
     STRATA_ASSIGN_OR_RETURN(std::string path, ResolveConfigFile("hardware", f.hardware));
     STRATA_ASSIGN_OR_RETURN(HardwareSpec hw, LoadHardwareSpecYaml(path));
@@ -45,6 +60,14 @@ Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& f, std:
   }
   *origin = cached;
   return std::optional<HardwareSpec>(std::move(hw).value());
+}
+
+}  // namespace
+
+Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& f, std::string* origin) {
+  STRATA_ASSIGN_OR_RETURN(std::optional<HardwareSpec> hw, LoadProfile(f, origin));
+  if (hw) WarnOnThreadMismatch(*hw, *origin);
+  return hw;
 }
 
 Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpec>& model,

@@ -51,7 +51,8 @@ std::string DefaultHardwareProfilePath();
 // The hardware profile for the search and the lane predictions: --hardware, else the cached
 // profile when it exists, else nullopt. `origin` says which, for the log. Errors: --hardware
 // that does not load or validate, or a cached profile that does not (the message says to rerun
-// `strata profile`).
+// `strata profile`). Logs a warning when the profile was measured with another number of CPU
+// threads (its cpu_cores) than this process computes with: set them (SetCpuThreads) first.
 Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& flags,
                                                       std::string* origin);
 

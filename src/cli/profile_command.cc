@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "kernels/cpu/threads.h"
 #include "policy/hardware_spec.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/policy_flags.h"
@@ -49,6 +50,10 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* o) {
   cmd->add_option("--offload-dir", o->offload_dir, "Directory whose disk is measured")
       ->capture_default_str();
   cmd->add_option("--name", o->name, "Profile name (default: the host name)");
+  cmd->add_option("--threads", o->threads,
+                  "CPU threads to measure with, as the runs will use (0: all cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
   return cmd;
 }
 
@@ -66,7 +71,8 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.gpu_capacity_bytes = std::min<int64_t>(kDeviceMaxBytes, available * kDeviceShare);
   hw.cpu_capacity_bytes = static_cast<int64_t>(available * kHostShare);
   hw.disk_capacity_bytes = *free_disk;
-  hw.cpu_cores = profile::OnlineCores();
+  kernels::cpu::SetCpuThreads(o.threads);
+  hw.cpu_cores = kernels::cpu::CpuThreads();
 
   Announce("disk (strata's disk tier: 32 MiB submissions, then scattered 4 KiB page writes)");
   Result<profile::DiskRates> disk =

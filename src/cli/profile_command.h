@@ -15,6 +15,7 @@ struct ProfileOptions {
   std::string out;                // the YAML file to write; empty: DefaultHardwareProfilePath()
   std::string offload_dir = ".";  // where the disk is measured (a scratch file, removed)
   std::string name;               // profile name; default: the host name
+  int threads = 0;                // CPU threads the compute probes use; 0: all cores
 };
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* options);

@@ -177,6 +177,24 @@ TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
   EXPECT_LT(measured_total, 3 * m["generation_s"].get<double>() + 1e-3);
 }
 
+// A profile's CPU rates hold for the thread count it was measured with (cpu_cores): a run with
+// another count says so, a run with the same count does not.
+TEST_F(PolicyCliTest, RunWarnsWhenTheProfileWasMeasuredWithOtherThreads) {
+  Write("in.jsonl", Req("a", "Hello", 2));
+  Write("hw.yaml", Profile("two-threads"));
+  const std::string args = "run --model " + kModel + " --input " + Path("in.jsonl") +
+                           " --hardware " + Path("hw.yaml") + " --threads ";
+  CliResult r = RunStrata(args + "1 --output " + Path("one.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("measured with 2 CPU threads and this run computes with 1"),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("strata profile --threads 1"), std::string::npos) << r.stderr_text;
+  r = RunStrata(args + "2 --output " + Path("two.jsonl"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("CPU threads and this run"), std::string::npos) << r.stderr_text;
+}
+
 TEST_F(PolicyCliTest, RunRejectsABadHardwareProfile) {
   Write("in.jsonl", Req("a", "Hello", 2));
   Write("hw.yaml", Profile("bad", "-5"));

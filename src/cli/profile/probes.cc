@@ -252,6 +252,4 @@ Result<int64_t> FreeDiskBytes(const std::string& dir) {
   return int64_t(fs.f_bavail) * int64_t(fs.f_frsize);
 }
 
-int OnlineCores() { return std::max<long>(1, sysconf(_SC_NPROCESSORS_ONLN)); }
-
 }  // namespace strata::profile

@@ -41,9 +41,8 @@ struct DiskRates {
 // executor's decode cache writes). Removes the file. Errors name the directory and the reason.
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
 
-// Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs), online cores.
+// Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs).
 int64_t AvailableHostBytes();
 Result<int64_t> FreeDiskBytes(const std::string& dir);
-int OnlineCores();
 
 }  // namespace strata::profile
