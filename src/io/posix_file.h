@@ -36,4 +36,18 @@ Status PosixAllocate(const PosixFile& file, uint64_t bytes);
 Result<uint64_t> PosixSize(const PosixFile& file);
 Status PosixSync(const PosixFile& file);
 
+// A FileEnv whose files are PosixFiles: remove, allocate, size and sync are the POSIX calls
+// above; opening and moving bytes are the subclass's.
+class PosixFileEnv : public FileEnv {
+ public:
+  Status Remove(const std::string& path) override { return PosixRemove(path); }
+  Status Allocate(DiskFile* file, uint64_t bytes) override {
+    return PosixAllocate(*static_cast<PosixFile*>(file), bytes);
+  }
+  Result<uint64_t> Size(DiskFile* file) override {
+    return PosixSize(*static_cast<PosixFile*>(file));
+  }
+  Status Sync(DiskFile* file) override { return PosixSync(*static_cast<PosixFile*>(file)); }
+};
+
 }  // namespace strata

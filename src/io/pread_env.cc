@@ -16,7 +16,7 @@
 namespace strata {
 namespace {
 
-class PreadEnv final : public FileEnv {
+class PreadEnv final : public PosixFileEnv {
  public:
   explicit PreadEnv(const FileEnvOptions& options) : max_request_bytes_(options.max_request_bytes) {
     const int threads = std::max(1, std::min(options.queue_depth, options.pread_threads));
@@ -39,15 +39,6 @@ class PreadEnv final : public FileEnv {
     STRATA_ASSIGN_OR_RETURN(OpenedFd opened, PosixOpen(path, options));
     return std::unique_ptr<DiskFile>(new PosixFile(path, opened.fd, opened.direct));
   }
-  Status Remove(const std::string& path) override { return PosixRemove(path); }
-  Status Allocate(DiskFile* file, uint64_t bytes) override {
-    return PosixAllocate(*static_cast<PosixFile*>(file), bytes);
-  }
-  Result<uint64_t> Size(DiskFile* file) override {
-    return PosixSize(*static_cast<PosixFile*>(file));
-  }
-  Status Sync(DiskFile* file) override { return PosixSync(*static_cast<PosixFile*>(file)); }
-
   void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
     std::vector<IoChunk> chunks = PrepareChunks(requests, max_request_bytes_, event);
     if (chunks.empty()) return;

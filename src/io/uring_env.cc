@@ -37,7 +37,7 @@ class UringFile final : public PosixFile {
   int slot_;
 };
 
-class UringEnv final : public FileEnv {
+class UringEnv final : public PosixFileEnv {
  public:
   explicit UringEnv(const FileEnvOptions& options)
       : max_request_bytes_(options.max_request_bytes),
@@ -101,15 +101,6 @@ class UringEnv final : public FileEnv {
     io_uring_register_files_update(&ring_, static_cast<unsigned>(slot), &none, 1);
     slot_used_[static_cast<size_t>(slot)] = false;
   }
-
-  Status Remove(const std::string& path) override { return PosixRemove(path); }
-  Status Allocate(DiskFile* file, uint64_t bytes) override {
-    return PosixAllocate(*static_cast<PosixFile*>(file), bytes);
-  }
-  Result<uint64_t> Size(DiskFile* file) override {
-    return PosixSize(*static_cast<PosixFile*>(file));
-  }
-  Status Sync(DiskFile* file) override { return PosixSync(*static_cast<PosixFile*>(file)); }
 
   void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
     std::vector<IoChunk> chunks = PrepareChunks(requests, max_request_bytes_, event);

@@ -62,39 +62,27 @@ void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int
                  int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
                  bool q4, bool rotate_keys, std::vector<float>& scratch) {
   const size_t d = static_cast<size_t>(head_dim);
-  if (q4) {
-    // One row's tokens gathered, then quantized as KvCache::Write does for a whole cache (each
-    // token of each head on its own, so the codes are the same bits).
-    scratch.resize(2 * static_cast<size_t>(tokens) * d);
-    float* k_rows = scratch.data();
-    float* v_rows = k_rows + static_cast<size_t>(tokens) * d;
-    for (int r = row_begin; r < row_end; ++r) {
-      const KvRow& row = rows[static_cast<size_t>(r)];
-      const int b = r / kv_heads;
-      const int h = r % kv_heads;
-      for (int t = 0; t < tokens; ++t) {
-        const size_t src = ((static_cast<size_t>(b) * tokens + t) * kv_heads + h) * d;
-        std::memcpy(k_rows + t * d, k_new + src, d * sizeof(float));
-        std::memcpy(v_rows + t * d, v_new + src, d * sizeof(float));
-      }
-      const kernels::cpu::Q4CacheShape s{1, 1, row.stride, head_dim};
-      kernels::cpu::WriteQ4Cache(s, k_rows, tokens, first_slot, rotate_keys, row.k_codes,
-                                 row.k_params);
-      kernels::cpu::WriteQ4Cache(s, v_rows, tokens, first_slot, false, row.v_codes,
-                                 row.v_params);
-    }
-    return;
-  }
+  // A 4-bit row's tokens are gathered in `scratch`, then quantized as KvCache::Write does for a
+  // whole cache (each token of each head on its own, so the codes are the same bits); an fp32
+  // row's go straight to their slots.
+  if (q4) scratch.resize(2 * static_cast<size_t>(tokens) * d);
   for (int r = row_begin; r < row_end; ++r) {
     const KvRow& row = rows[static_cast<size_t>(r)];
     const int b = r / kv_heads;
     const int h = r % kv_heads;
+    float* k_dst = q4 ? scratch.data() : row.k + static_cast<size_t>(first_slot) * d;
+    float* v_dst = q4 ? k_dst + static_cast<size_t>(tokens) * d
+                      : row.v + static_cast<size_t>(first_slot) * d;
     for (int t = 0; t < tokens; ++t) {
       const size_t src = ((static_cast<size_t>(b) * tokens + t) * kv_heads + h) * d;
-      const size_t dst = static_cast<size_t>(first_slot + t) * d;
-      std::memcpy(row.k + dst, k_new + src, d * sizeof(float));
-      std::memcpy(row.v + dst, v_new + src, d * sizeof(float));
+      std::memcpy(k_dst + t * d, k_new + src, d * sizeof(float));
+      std::memcpy(v_dst + t * d, v_new + src, d * sizeof(float));
     }
+    if (!q4) continue;
+    const kernels::cpu::Q4CacheShape s{1, 1, row.stride, head_dim};
+    kernels::cpu::WriteQ4Cache(s, k_dst, tokens, first_slot, rotate_keys, row.k_codes,
+                               row.k_params);
+    kernels::cpu::WriteQ4Cache(s, v_dst, tokens, first_slot, false, row.v_codes, row.v_params);
   }
 }
 
