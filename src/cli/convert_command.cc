@@ -4,23 +4,13 @@
 #include <chrono>
 #include <cstdio>
 
-#include "kernels/cpu/weight_q4.h"
 #include "src/cli/exit_codes.h"
 #include "src/model/model.h"
+#include "src/model/store.h"
 #include "src/model/store_writer.h"
+#include "src/runtime/q4_weights.h"
 
 namespace strata {
-namespace {
-
-void QuantizeQ4(const TensorView& w, uint8_t* codes, uint16_t* params) {
-  using kernels::cpu::WeightQ4Source;
-  const WeightQ4Source source = w.dtype == DType::kF32   ? WeightQ4Source::kF32
-                                : w.dtype == DType::kF16 ? WeightQ4Source::kF16
-                                                         : WeightQ4Source::kBF16;
-  kernels::cpu::QuantizeWeightQ4(source, w.data, w.dim(0), w.dim(1), codes, params);
-}
-
-}  // namespace
 
 CLI::App* AddConvertCommand(CLI::App& app, ConvertOptions* o) {
   CLI::App* cmd = app.add_subcommand(
@@ -41,7 +31,7 @@ int ConvertCommand(const ConvertOptions& o) {
     return kExitUnusable;
   }
   StoreWriteOptions options;
-  if (o.compress_weight) options.quantize_q4 = QuantizeQ4;
+  if (o.compress_weight) options.quantize_q4 = QuantizeWeight;
   Result<StoreWriteSummary> written = WriteStore(**model, o.out, options);
   if (!written.ok()) {
     std::fprintf(stderr, "strata: error: %s\n", written.status().ToString().c_str());
@@ -54,7 +44,7 @@ int ConvertCommand(const ConvertOptions& o) {
               static_cast<double>(written->data_bytes) / (1 << 20), o.model.c_str(), seconds);
   if (written->raw_matrices > 0) {
     std::printf("kept %d weight matrices raw: their rows are not a multiple of %d elements\n",
-                written->raw_matrices, kernels::cpu::kWeightQ4Group);
+                written->raw_matrices, kStoreQ4Group);
   }
   return kExitOk;
 }

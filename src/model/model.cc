@@ -50,6 +50,11 @@ int64_t Model::StoreOffsetOf(const void* data) const {
   return p - base;
 }
 
+const Model::StoredQ4* Model::StoredQ4Of(const void* data) const {
+  const auto it = stored_q4_.find(data);
+  return it == stored_q4_.end() ? nullptr : &it->second;
+}
+
 ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
   model_->source_ = std::move(source);
 }
@@ -67,6 +72,10 @@ void ModelBuilder::AddStoreData(std::unique_ptr<MappedFile> file) {
 float* ModelBuilder::NewBuffer(size_t n) {
   model_->owned_.emplace_back(n);
   return model_->owned_.back().data();
+}
+
+void ModelBuilder::AddStoredQ4(const float* expanded, Model::StoredQ4 planes) {
+  model_->stored_q4_[expanded] = planes;
 }
 
 TensorView ModelBuilder::Aligned(const TensorView& view) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,14 @@ class Model {
   // unchanged (a raw store tensor is a view into its map; checksums were verified at load);
   // -1 otherwise (other sources, 4-bit store tensors expanded at load).
   int64_t StoreOffsetOf(const void* data) const;
+  // The 4-bit planes a store tensor was expanded from at load (`strata convert --compress-weight`),
+  // when `data` is that tensor's expanded fp32 buffer: views into the store's mapped tensors.bin,
+  // in kernels/cpu/weight_q4.h's layout. nullptr for every other tensor.
+  struct StoredQ4 {
+    const uint8_t* codes = nullptr;    // [rows, cols / 2]
+    const uint16_t* params = nullptr;  // [rows, cols / 64, 2] fp16 bits {scale, minimum}
+  };
+  const StoredQ4* StoredQ4Of(const void* data) const;
 
  private:
   friend class ModelBuilder;
@@ -91,6 +100,7 @@ class Model {
   const MappedFile* store_data_ = nullptr;  // one of files_
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::vector<float>> owned_;  // expanded quantized tensors
+  std::map<const void*, StoredQ4> stored_q4_;  // by the expanded buffer
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or

@@ -419,9 +419,11 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
       it->second = TensorView{t->dtype, t->shape, data->data() + t->data.offset};
     } else if (fresh) {
       float* out = b.NewBuffer(static_cast<size_t>(t->shape[0] * t->shape[1]));
-      ExpandQ4(data->data() + t->data.offset,
-               reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset), t->shape[0],
-               t->shape[1], out);
+      const Model::StoredQ4 planes{
+          data->data() + t->data.offset,
+          reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)};
+      ExpandQ4(planes.codes, planes.params, t->shape[0], t->shape[1], out);
+      b.AddStoredQ4(out, planes);
       it->second = TensorView{DType::kF32, t->shape, out};
     }
     *slot.view = it->second;

@@ -52,7 +52,7 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
                           MemoryTiers::Create(engine->placement.layout, options_.tiers,
                                               engine->placement.weights.weight_file));
   if (plan.compress_weight) {
-    const Q4Weights q4(model_.weights());
+    const Q4Weights q4(model_);
     STRATA_RETURN_IF_ERROR(
         CopyWeightsHome(engine->placement.weights, *engine->tiers, q4.PlanesOf()));
   } else {

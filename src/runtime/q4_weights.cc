@@ -26,32 +26,44 @@ bool Quantized(const TensorView& t) {
 
 }  // namespace
 
-Q4Weights::Q4Weights(const ModelWeights& weights) : weights_(weights) {
-  Quantize(weights.token_embedding);
-  Quantize(weights.position_embedding);
-  Quantize(weights.lm_head);  // a tied one is the embedding, quantized once
+void QuantizeWeight(const TensorView& w, uint8_t* codes, uint16_t* params) {
+  kernels::cpu::QuantizeWeightQ4(SourceType(w.dtype), w.data, static_cast<long>(w.dim(0)),
+                                 static_cast<long>(w.dim(1)), codes, params);
+}
+
+Q4Weights::Q4Weights(const Model& model) : model_(model) {
+  const ModelWeights& weights = model.weights();
+  Add(weights.token_embedding);
+  Add(weights.position_embedding);
+  Add(weights.lm_head);  // a tied one is the embedding, quantized once
   for (const LayerWeights& l : weights.layers) {
     for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      Quantize(*t);
+      Add(*t);
     }
   }
 }
 
-void Q4Weights::Quantize(const TensorView& t) {
+void Q4Weights::Add(const TensorView& t) {
   if (!Quantized(t) || planes_.count(t.data) > 0) return;
-  const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
   Entry& p = planes_[t.data];
   p.source = t;
-  p.codes.resize(kernels::cpu::WeightQ4CodeBytes(rows, cols));
-  p.params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols));
-  kernels::cpu::QuantizeWeightQ4(SourceType(t.dtype), t.data, rows, cols, p.codes.data(),
-                                 p.params.data());
+  if (const Model::StoredQ4* stored = model_.StoredQ4Of(t.data)) {
+    p.codes = stored->codes;
+    p.params = stored->params;
+    return;
+  }
+  const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
+  p.owned_codes.resize(kernels::cpu::WeightQ4CodeBytes(rows, cols));
+  p.owned_params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols));
+  QuantizeWeight(t, p.owned_codes.data(), p.owned_params.data());
+  p.codes = p.owned_codes.data();
+  p.params = p.owned_params.data();
 }
 
 WeightQ4Planes Q4Weights::Planes(const TensorView& source) const {
   const auto it = planes_.find(source.data);
   STRATA_CHECK(it != planes_.end() && it->second.source.shape == source.shape);
-  return {it->second.codes.data(), it->second.params.data()};
+  return {it->second.codes, it->second.params};
 }
 
 WeightQ4PlanesOf Q4Weights::PlanesOf() const {
@@ -64,10 +76,10 @@ const ModelWeights& Q4Weights::RoundTripped() {
   for (const auto& [data, p] : planes_) {
     const long rows = static_cast<long>(p.source.dim(0)), cols = static_cast<long>(p.source.dim(1));
     std::vector<float>& out = expanded_.emplace_back(static_cast<size_t>(rows * cols));
-    kernels::cpu::ExpandWeightQ4(p.codes.data(), p.params.data(), rows, cols, out.data());
+    kernels::cpu::ExpandWeightQ4(p.codes, p.params, rows, cols, out.data());
     expanded[data] = out.data();
   }
-  round_tripped_ = std::make_unique<ModelWeights>(weights_);
+  round_tripped_ = std::make_unique<ModelWeights>(model_.weights());
   auto swap = [&expanded](TensorView& t) {
     const auto it = expanded.find(t.data);
     if (!t.present() || it == expanded.end()) return;

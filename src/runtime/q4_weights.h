@@ -4,7 +4,8 @@
 // matrices stay as they are, as in FlexGen. The offloading engine stores the planes in the
 // weights' homes and expands a layer once per layer per token step; RoundTripped() is the same
 // quantize-then-expand for Transformer and Generator, the reference a 4-bit run is held to and
-// what `strata perplexity --compress-weight` measures.
+// what `strata perplexity --compress-weight` measures. A store written by `strata convert
+// --compress-weight` already holds the planes: they are used as stored, not quantized again.
 #pragma once
 
 #include <cstdint>
@@ -17,10 +18,15 @@
 
 namespace strata {
 
+// Quantizes the matrix `w` (f32, f16 or bf16) into kernels/cpu/weight_q4.h's planes, sized by
+// WeightQ4CodeBytes / WeightQ4ParamHalves. REQUIRES: a 2-D `w` whose rows are whole groups.
+void QuantizeWeight(const TensorView& w, uint8_t* codes, uint16_t* params);
+
 class Q4Weights {
  public:
-  // Quantizes `weights`' matrices (parallel over rows). REQUIRES: `weights` outlives this object.
-  explicit Q4Weights(const ModelWeights& weights);
+  // Quantizes `model`'s matrices (parallel over rows), or takes the planes a store tensor was
+  // expanded from (Model::StoredQ4Of). REQUIRES: `model` outlives this object.
+  explicit Q4Weights(const Model& model);
 
   // The planes of the 4-bit matrix whose model data is `source.data`. REQUIRES: it is one.
   WeightQ4Planes Planes(const TensorView& source) const;
@@ -34,12 +40,14 @@ class Q4Weights {
  private:
   struct Entry {
     TensorView source;
-    std::vector<uint8_t> codes;
-    std::vector<uint16_t> params;
+    const uint8_t* codes = nullptr;  // owned_codes, or the store's
+    const uint16_t* params = nullptr;
+    std::vector<uint8_t> owned_codes;
+    std::vector<uint16_t> owned_params;
   };
-  void Quantize(const TensorView& t);
+  void Add(const TensorView& t);
 
-  const ModelWeights& weights_;
+  const Model& model_;
   std::map<const void*, Entry> planes_;  // by the model tensor's data
   std::unique_ptr<ModelWeights> round_tripped_;
   std::vector<std::vector<float>> expanded_;

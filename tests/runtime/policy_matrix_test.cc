@@ -91,7 +91,7 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend();
   std::unique_ptr<Q4Weights> q4;
-  if (compression.weight) q4 = std::make_unique<Q4Weights>(model.weights());
+  if (compression.weight) q4 = std::make_unique<Q4Weights>(model);
   Transformer transformer(model, *backend, q4 ? &q4->RoundTripped() : nullptr);
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
   Generator generator(transformer, tokenizer, eog);
@@ -235,7 +235,7 @@ TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) 
     CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
   }
   auto backend = MakeCpuBackend();
-  Q4Weights q4(model->weights());
+  Q4Weights q4(*model);
   Transformer transformer(*model, *backend, &q4.RoundTripped());
   Generator generator(transformer, *tokenizer, {});
   const std::vector<GenerationResult> ref = generator.Generate(block);

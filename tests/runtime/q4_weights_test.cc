@@ -1,0 +1,78 @@
+// Q4Weights: a store written by `strata convert --compress-weight` gives its 4-bit planes as
+// stored (views into tensors.bin, not quantized again); a model from any other source is
+// quantized by kernels/cpu/weight_q4.h; either way RoundTripped() is the expansion of those planes.
+#include "src/runtime/q4_weights.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "kernels/cpu/weight_q4.h"
+#include "src/model/store.h"
+#include "src/model/store_writer.h"
+#include "tests/model/model_files.h"
+
+namespace strata {
+namespace {
+
+namespace fs = std::filesystem;
+namespace cpu = kernels::cpu;
+
+std::unique_ptr<Model> LoadFixture() {
+  const fs::path path = fs::path(STRATA_SOURCE_DIR) / "tests" / "data" / "fixtures" / "llama-gqa";
+  Result<std::unique_ptr<Model>> m = LoadModel(path.string());
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+TEST(Q4WeightsTest, StorePlanesAreUsedAsStored) {
+  std::unique_ptr<Model> source = LoadFixture();
+  ASSERT_NE(source, nullptr);
+  const fs::path dir = testing_files::FreshDir() / "store";
+  StoreWriteOptions options;
+  options.quantize_q4 = QuantizeWeight;
+  ASSERT_TRUE(WriteStore(*source, dir.string(), options).ok());
+  Result<std::unique_ptr<Store>> store = Store::Open(dir.string());
+  Result<std::unique_ptr<Model>> model = LoadStore(dir.string());
+  ASSERT_TRUE(store.ok() && model.ok()) << model.status().ToString();
+
+  Q4Weights q4(**model);
+  const ModelWeights& expanded = q4.RoundTripped();
+  ModelWeights loaded = (*model)->weights(), round = expanded;
+  const std::vector<WeightSlot> a = WeightSlots((*model)->config(), &loaded);
+  const std::vector<WeightSlot> b = WeightSlots((*model)->config(), &round);
+  int stored = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const StoreTensor* t = (*store)->Find(a[i].name);
+    ASSERT_NE(t, nullptr);
+    if (t->encoding != StoreEncoding::kQ4) continue;
+    ++stored;
+    const WeightQ4Planes p = q4.Planes(*a[i].view);
+    EXPECT_EQ((*model)->StoreOffsetOf(p.codes), static_cast<int64_t>(t->data.offset)) << a[i].name;
+    EXPECT_EQ((*model)->StoreOffsetOf(p.params), static_cast<int64_t>(t->q4_params.offset))
+        << a[i].name;
+    EXPECT_EQ(std::memcmp(a[i].view->data, b[i].view->data, a[i].view->bytes()), 0) << a[i].name;
+  }
+  EXPECT_GT(stored, 0);
+}
+
+TEST(Q4WeightsTest, OtherModelsAreQuantizedByTheKernel) {
+  std::unique_ptr<Model> model = LoadFixture();
+  ASSERT_NE(model, nullptr);
+  Q4Weights q4(*model);
+  const TensorView& wq = model->weights().layers[0].wq;
+  ASSERT_TRUE(cpu::WeightQ4Supports(wq.dim(1)));
+  const WeightQ4Planes p = q4.Planes(wq);
+  EXPECT_EQ(model->StoreOffsetOf(p.codes), -1);
+  std::vector<uint8_t> codes(cpu::WeightQ4CodeBytes(wq.dim(0), wq.dim(1)));
+  std::vector<uint16_t> params(cpu::WeightQ4ParamHalves(wq.dim(0), wq.dim(1)));
+  ASSERT_EQ(wq.dtype, DType::kBF16);  // the fixture's dtype
+  cpu::QuantizeWeightQ4(cpu::WeightQ4Source::kBF16, wq.data, wq.dim(0), wq.dim(1), codes.data(),
+                        params.data());
+  EXPECT_EQ(std::memcmp(p.codes, codes.data(), codes.size()), 0);
+  EXPECT_EQ(std::memcmp(p.params, params.data(), params.size() * 2), 0);
+}
+
+}  // namespace
+}  // namespace strata
