@@ -69,6 +69,19 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   return s;
 }
 
+// A layer step's GEMMs, micro-batch after micro-batch, each bounded below by the weight bytes it
+// reads from device memory (a roofline per micro-batch): every micro-batch reads the layer's
+// (expanded) weights, except that weights which fit in the device's last-level cache are read
+// from memory by the first micro-batch only. `flops_s`: the arithmetic of all micro-batches.
+double GemmSeconds(const Sizes& s, double flops_s, double weight_bytes, const HardwareSpec& hw) {
+  const double memory_s = weight_bytes / (hw.gpu_memory_gbps * kGiga);
+  const double per_batch_s = flops_s / s.nb;
+  if (hw.gpu_cache_bytes > 0 && weight_bytes <= hw.gpu_cache_bytes) {
+    return std::max(per_batch_s, memory_s) + (s.nb - 1) * per_batch_s;
+  }
+  return s.nb * std::max(per_batch_s, memory_s);
+}
+
 // Adds bytes that live on the CPU or disk (fractions cpu and disk of a family) to a link.
 void OffGpu(LinearForm& f, Fraction cpu, Fraction disk, double bytes_per_s_unit) {
   f.Add(cpu, bytes_per_s_unit).Add(disk, bytes_per_s_unit);
@@ -100,9 +113,8 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   }
 
   const double tflops = (prefill ? hw.gpu_prefill_tflops : hw.gpu_decode_tflops) * kTera;
-  // A GEMM reads the layer's (expanded) weights once per micro-batch.
-  f.gpu_gemm_s.constant = std::max(2 * s.block * tokens * s.layer_params / tflops,
-                                   s.nb * s.layer_read / (hw.gpu_memory_gbps * kGiga));
+  f.gpu_gemm_s.constant =
+      GemmSeconds(s, 2 * s.block * tokens * s.layer_params / tflops, s.layer_read, hw);
   const double dequant = 1 / (hw.gpu_dequant_gbps * kGiga);
   if (p.compress_weight) f.gpu_dequant_s.constant += s.layer_fp16 * dequant;
   if (p.compress_cache) f.gpu_dequant_s.constant += s.block * tokens * s.kv_token_fp16 * dequant;
@@ -138,8 +150,8 @@ LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
   OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.output_stored / (hw.h2d_gbps * kGiga));
   f.disk_read_s.Add(kWeightDisk, s.output_stored / (hw.disk_read_gbps * kGiga));
   // Logits for the last position of each sequence: a GEMM with one row per sequence.
-  f.gpu_gemm_s.constant = std::max(2 * s.block * s.output_params / (hw.gpu_decode_tflops * kTera),
-                                   s.nb * s.output_read / (hw.gpu_memory_gbps * kGiga));
+  f.gpu_gemm_s.constant = GemmSeconds(
+      s, 2 * s.block * s.output_params / (hw.gpu_decode_tflops * kTera), s.output_read, hw);
   if (p.compress_weight) f.gpu_dequant_s.constant = s.output_fp16 / (hw.gpu_dequant_gbps * kGiga);
   return f;
 }

@@ -8,8 +8,11 @@
 //   d2h      GPU -> CPU copies (new KV for the off-GPU cache, activations, queries for the CPU)
 //   compute  GPU GEMMs, GPU attention, CPU attention and 4-bit expansion, one after another
 //            (the compute lane waits for the CPU's attention of its micro-batch)
-// With overlap a step takes its slowest lane; without, the sum of the lanes. Disk traffic is
-// staged through pinned memory, so a disk-resident byte costs a disk read and an h2d copy.
+// With overlap a step takes its slowest lane; without, the sum of the lanes. GEMMs run micro-batch
+// after micro-batch, each bounded below by the weight bytes it reads from device memory at
+// gpu_memory_gbps (a roofline); a layer that fits in gpu_cache_bytes is read from memory once
+// per layer step. Disk traffic is staged through pinned memory, so a disk-resident byte costs a
+// disk read and an h2d copy.
 // 4-bit weights are expanded once per layer per block (not once per micro-batch, as FlexGen
 // does); the 4-bit cache is read directly by the attention kernels at their own rates.
 // Decode steps are averaged over the generation (context prompt_len + gen_len / 2). A decode

@@ -38,13 +38,19 @@ struct HardwareSpec {
   double gpu_prefill_tflops = 0;            // fp16 GEMM at prefill shapes (many rows)
   double gpu_decode_tflops = 0;             // fp16 GEMM at decode shapes (one row per sequence)
   double gpu_memory_gbps = 0;               // device memory bandwidth: bounds GEMMs from below
-                                            // by the weight bytes they read
+                                            // by the weight bytes they read (emulated device:
+                                            // the rate the CPU GEMM streams weights at)
   double gpu_attention_prefill_tflops = 0;  // prefill attention (QK^T and AV over the prompt)
   double gpu_attention_gbps = 0;            // decode attention: uncompressed cache bytes (in the
                                             // runtime's activation dtype) read per second
   double gpu_attention_q4_gbps = 0;         // decode attention: 4-bit cache bytes read per second
   double gpu_dequant_gbps = 0;              // 4-bit expansion (weights; quantizing new KV):
                                             // elements per second times 2 (fp16-equivalent bytes)
+  // Optional (0: none). The device's last-level cache: a layer's weights that fit in it are read
+  // from device memory by the first micro-batch of a layer step only; the later micro-batches
+  // find them in the cache (the emulated device's CPU L3; a GPU's L2, which no FlexGen-sized
+  // layer fits).
+  int64_t gpu_cache_bytes = 0;
 
   // CPU.
   int cpu_cores = 0;  // CPU threads the CPU (and emulated device) rates were measured with
@@ -63,10 +69,10 @@ struct HardwareSpec {
   Status Validate() const;
 };
 
-// YAML with one key per field (every key required except description, disk_page_write_gbps and
-// the *_emulated flags, which default to empty, 0 and false; a present disk_page_write_gbps must
-// be positive). Zero or negative capacities or rates, missing or unknown keys,
-// and a document that is not a map are errors naming the key and `origin`.
+// YAML with one key per field (every key required except description, disk_page_write_gbps,
+// gpu_cache_bytes and the *_emulated flags, which default to empty, 0, 0 and false; a present
+// disk_page_write_gbps or gpu_cache_bytes must be positive). Zero or negative capacities or rates,
+// missing or unknown keys, and a document that is not a map are errors naming the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
 Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);
 std::string HardwareSpecToYaml(const HardwareSpec& spec);

@@ -118,6 +118,10 @@ void YamlMapReader::OptionalInt(const char* key, int* out, int64_t min) {
   if (Present(key)) Int(key, out, min);
 }
 
+void YamlMapReader::OptionalInt64(const char* key, int64_t* out, int64_t min) {
+  if (Present(key)) Int64(key, out, min);
+}
+
 void YamlMapReader::OptionalDouble(const char* key, double* out, bool positive) {
   if (Present(key)) Double(key, out, positive);
 }

@@ -39,6 +39,7 @@ class YamlMapReader {
   void OptionalBool(const char* key, bool* out);
   void OptionalString(const char* key, std::string* out);
   void OptionalInt(const char* key, int* out, int64_t min);
+  void OptionalInt64(const char* key, int64_t* out, int64_t min);
   void OptionalDouble(const char* key, double* out, bool positive);
 
   Status Finish();

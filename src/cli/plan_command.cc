@@ -62,8 +62,21 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
   return in;
 }
 
+// --cache-keys as the plan's CacheKeys (the plan's default when not given). Errors name the flag:
+// a value other than plain, rotated or smoothed, or the flag without --compress-cache.
+Result<CacheKeys> CacheKeysFromFlag(const PlanOptions& o) {
+  if (o.cache_keys.empty()) return Plan{}.cache_keys;
+  if (!o.compress_cache) {
+    return Status::InvalidArgument(
+        "--cache-keys needs the 4-bit cache: add --compress-cache (with --percent)");
+  }
+  Result<CacheKeys> keys = ParseCacheKeys(o.cache_keys);
+  if (!keys.ok()) return keys.status().WithContext("--cache-keys");
+  return keys;
+}
+
 // The plan the user gave, if any.
-Result<Plan> GivenPlan(const PlanOptions& o) {
+Result<Plan> GivenPlan(const PlanOptions& o, CacheKeys cache_keys) {
   Plan plan;
   if (!o.percent.empty()) {
     STRATA_ASSIGN_OR_RETURN(plan,
@@ -71,6 +84,7 @@ Result<Plan> GivenPlan(const PlanOptions& o) {
     plan.cpu_attention = o.cpu_attention;
     plan.compress_weight = o.compress_weight;
     plan.compress_cache = o.compress_cache;
+    plan.cache_keys = cache_keys;
     plan.overlap = !o.no_overlap;
     return plan;
   }
@@ -205,6 +219,8 @@ nlohmann::ordered_json PlanJson(const Plan& p) {
           {"cpu_attention", p.cpu_attention},
           {"compress_weight", p.compress_weight},
           {"compress_cache", p.compress_cache},
+          {"cache_keys", p.compress_cache ? nlohmann::ordered_json(CacheKeysName(p.cache_keys))
+                                          : nlohmann::ordered_json()},
           {"overlap", p.overlap},
           {"flexgen_flags", PlanToFlexGenFlags(p)}};
 }
@@ -309,6 +325,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_flag("--cpu-attention", o->cpu_attention, "With --percent")->needs(percent);
   cmd->add_flag("--compress-weight", o->compress_weight, "With --percent")->needs(percent);
   cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
+  cmd->add_option("--cache-keys", o->cache_keys,
+                  "With --compress-cache: how keys are stored: smoothed (the default), rotated or "
+                  "plain (as strata run --cache-keys)");
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
   cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")
@@ -317,6 +336,8 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
 }
 
 int PlanCommand(const PlanOptions& o) {
+  Result<CacheKeys> cache_keys = CacheKeysFromFlag(o);
+  if (!cache_keys.ok()) return Fail(cache_keys.status());
   Result<Inputs> in = LoadInputs(o);
   if (!in.ok()) return Fail(in.status());
   std::optional<SearchResult> searched;
@@ -330,7 +351,7 @@ int PlanCommand(const PlanOptions& o) {
     searched = std::move(r).value();
     evaluation = searched->best;
   } else {
-    Result<Plan> plan = GivenPlan(o);
+    Result<Plan> plan = GivenPlan(o, *cache_keys);
     if (!plan.ok()) return Fail(plan.status());
     Result<PlanEvaluation> e = EvaluatePlan(in->model, in->workload, *plan, in->hardware);
     if (!e.ok()) return Fail(e.status());

@@ -29,6 +29,8 @@ struct PlanOptions {
   bool cpu_attention = false;    // with --percent
   bool compress_weight = false;  // with --percent; with search, allows it (default: allowed)
   bool compress_cache = false;
+  std::string cache_keys;  // with compress_cache: plain, rotated or smoothed (policy/plan.h
+                           // CacheKeys); empty: the plan's default (smoothed)
   bool no_overlap = false;
   bool no_compression = false;    // search: never compress
   bool no_cpu_attention = false;  // search: never delegate attention to the CPU

@@ -92,6 +92,8 @@ int ProfileCommand(const ProfileOptions& o) {
   Announce("GEMM");
   hw.gpu_prefill_tflops = profile::GemmTflops(512);
   hw.gpu_decode_tflops = profile::GemmTflops(16);
+  hw.gpu_memory_gbps = profile::GemmWeightStreamGbps();
+  hw.gpu_cache_bytes = profile::LastLevelCacheBytes();
   Announce("attention");
   hw.cpu_attention_gbps = profile::DecodeAttentionGbps();
   hw.cpu_attention_q4_gbps = profile::DecodeAttentionQ4Gbps();
@@ -99,8 +101,8 @@ int ProfileCommand(const ProfileOptions& o) {
   Announce("4-bit expansion");
   hw.gpu_dequant_gbps = profile::ExpandQ4Gbps();
 
-  // The emulated device computes with the same CPU kernels and reads the same host memory.
-  hw.gpu_memory_gbps = hw.cpu_memory_gbps;
+  // The emulated device computes with the same CPU kernels; its memory bandwidth is the rate at
+  // which those kernels' GEMMs stream weights, not the host's plain read rate.
   hw.gpu_attention_gbps = hw.cpu_attention_gbps;
   hw.gpu_attention_q4_gbps = hw.cpu_attention_q4_gbps;
   hw.gpu_emulated = hw.h2d_emulated = hw.d2h_emulated = true;
@@ -108,7 +110,8 @@ int ProfileCommand(const ProfileOptions& o) {
                    " without a GPU: device numbers are the CPU build's emulated device (host "
                    "arena of " +
                    std::to_string(int(kDeviceShare * 100)) +
-                   "% of available memory, memcpy copy thread, fp32 CPU kernels); disk by " +
+                   "% of available memory, memcpy copy thread, fp32 CPU kernels, memory "
+                   "bandwidth as the GEMM streams weights); disk by " +
                    "strata's " + disk->file_env + " disk tier (" +
                    (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +
                    "), 32 MiB per submission in 1 MiB transfers; page writes 4 KiB, 32 per "

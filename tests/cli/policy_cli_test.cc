@@ -88,6 +88,62 @@ TEST_F(PolicyCliTest, PlanRejectsAPromptLongerThanTheModelsContext) {
   EXPECT_NE(r.stderr_text.find("context"), std::string::npos) << r.stderr_text;
 }
 
+// --cache-keys on a plan given by --percent: the JSON says how keys are stored, and the memory
+// plan holds the smoothing statistics (fp32 mean and scale per layer, sequence, KV head and
+// channel: 3 layers, 2 KV heads of 16 on the fixture) only for smoothed keys, as the runtime
+// allocates them (tests/memory/placement_test.cc holds the layout to the same bytes).
+TEST_F(PolicyCliTest, PlanTakesCacheKeysAndAccountsTheSmoothingOfSmoothedKeys) {
+  const std::string args = "plan --model " + kModel +
+                           " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 "
+                           "100 0 --gpu-batch-size 2 --num-gpu-batches 3 --compress-cache --json";
+  const auto smoothing_bytes = [](const nlohmann::json& report) {
+    int64_t bytes = 0;
+    for (const nlohmann::json& b : report["buffers"]) {
+      if (b["name"] == "kv_smoothing") {
+        EXPECT_EQ(b["tier"], "GPU");
+        bytes += b["bytes"].get<int64_t>() * b["count"].get<int64_t>();
+      }
+    }
+    return bytes;
+  };
+  struct Case {
+    std::string flag, keys;
+    int64_t smoothing;
+  };
+  for (const Case& c :
+       {Case{"", "smoothed", 2 * 3 * 6 * 2 * 16 * 4},
+        Case{" --cache-keys smoothed", "smoothed", 2 * 3 * 6 * 2 * 16 * 4},
+        Case{" --cache-keys rotated", "rotated", 0}, Case{" --cache-keys plain", "plain", 0}}) {
+    SCOPED_TRACE(c.flag);
+    const CliResult r = RunKeepingStdout(args + c.flag, "plan.json");
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    const nlohmann::json report = nlohmann::json::parse(ReadFile(Path("plan.json")));
+    EXPECT_TRUE(report["plan"]["compress_cache"].get<bool>());
+    EXPECT_EQ(report["plan"]["cache_keys"], c.keys);
+    EXPECT_EQ(smoothing_bytes(report), c.smoothing);
+  }
+  const CliResult uncompressed = RunKeepingStdout(
+      "plan --model " + kModel +
+          " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 100 0 --json",
+      "plain.json");
+  ASSERT_EQ(uncompressed.exit_code, 0) << uncompressed.stderr_text;
+  EXPECT_TRUE(nlohmann::json::parse(ReadFile(Path("plain.json")))["plan"]["cache_keys"].is_null());
+}
+
+TEST_F(PolicyCliTest, PlanRejectsBadCacheKeys) {
+  const std::string args = "plan --model " + kModel +
+                           " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 "
+                           "100 0";
+  CliResult r = RunStrata(args + " --compress-cache --cache-keys hadamard");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("--cache-keys"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("'hadamard'"), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("smoothed"), std::string::npos) << r.stderr_text;
+  r = RunStrata(args + " --cache-keys rotated");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
+}
+
 // Without --hardware and without a cached profile, --policy auto keeps the in-memory Generator
 // and says why.
 TEST_F(PolicyCliTest, RunWithoutAProfileKeepsTheInMemoryGenerator) {

@@ -105,6 +105,35 @@ TEST(CostModelTest, DecodeCacheWritesCostPagesAtThePageRate) {
               1e-9);
 }
 
+// Decode GEMMs run micro-batch after micro-batch, each a roofline of its arithmetic and the
+// weight bytes it reads; a layer that fits in the device's last-level cache is read from memory
+// by the first micro-batch only. Checked against the arithmetic written out for tinyllama-1.1b's
+// 44.0 M-parameter layers (176 MB in fp32) and its 65.5 M-parameter output projection.
+TEST(CostModelTest, DecodeGemmsReadWeightsOncePerMicroBatchUnlessTheyStayInTheCache) {
+  ModelSpec m = Preset("tinyllama-1.1b");
+  m.weight_dtype_bytes = 4;
+  const double layer = 2048.0 * 2048 * 2 + 2048.0 * 256 * 2 + 2048.0 * 5632 * 3;
+  const double output = 32000.0 * 2048;
+  HardwareSpec hw = FlexGenT4();
+  hw.gpu_prefill_tflops = 0.1;
+  hw.gpu_decode_tflops = 0.05;
+  hw.gpu_memory_gbps = 8;
+  const Plan p = Split(100, 0, 100, 0, 2, 2);        // 2 micro-batches of 2 sequences
+  const double flops_s = 2.0 * 2 * layer / 0.05e12;  // one micro-batch
+  const double memory_s = 4 * layer / 8e9;
+  ASSERT_GT(memory_s, flops_s);  // memory-bound, as decode GEMMs are
+  const CostEstimate streamed = EstimateCost(m, {64, 8, 0}, p, hw);
+  EXPECT_NEAR(streamed.decode.layer.gpu_gemm_s, 2 * memory_s, 1e-12);
+  EXPECT_NEAR(streamed.decode.output.gpu_gemm_s, 2 * 4 * output / 8e9, 1e-12);
+  hw.gpu_cache_bytes = int64_t{200} << 20;  // holds a layer (176 MB), not the output (262 MB)
+  const CostEstimate cached = EstimateCost(m, {64, 8, 0}, p, hw);
+  EXPECT_NEAR(cached.decode.layer.gpu_gemm_s, memory_s + flops_s, 1e-12);
+  EXPECT_NEAR(cached.decode.output.gpu_gemm_s, 2 * 4 * output / 8e9, 1e-12);
+  // Prefill GEMMs are compute-bound either way.
+  EXPECT_NEAR(cached.prefill.layer.gpu_gemm_s, 2.0 * 2 * 64 * 2 * layer / 0.1e12, 1e-12);
+  EXPECT_NEAR(streamed.prefill.layer.gpu_gemm_s, 2.0 * 2 * 64 * 2 * layer / 0.1e12, 1e-12);
+}
+
 TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
   const ModelSpec m = Preset("opt-6.7b");
   const Plan p = Split(100, 0, 100, 0, 4, 2);

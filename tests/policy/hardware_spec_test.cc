@@ -102,5 +102,23 @@ TEST(HardwareSpecTest, PageWriteRateIsOptionalAndPositive) {
             std::string::npos);
 }
 
+TEST(HardwareSpecTest, LastLevelCacheIsOptionalAndPositive) {
+  Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
+  ASSERT_TRUE(hw.ok());
+  EXPECT_EQ(hw->gpu_cache_bytes, 0);  // absent: FlexGen's profile is unchanged
+  EXPECT_EQ(T4FlexGenText().find("gpu_cache_bytes"), std::string::npos);
+  hw->gpu_cache_bytes = 33554432;
+  const std::string with = HardwareSpecToYaml(*hw);
+  Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->gpu_cache_bytes, 33554432);
+  EXPECT_NE(Error(Replace(with, "gpu_cache_bytes: 33554432", "gpu_cache_bytes: 0"))
+                .find("gpu_cache_bytes"),
+            std::string::npos);
+  EXPECT_NE(Error(Replace(with, "gpu_cache_bytes: 33554432", "gpu_cache_bytes: 32M"))
+                .find("gpu_cache_bytes"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata

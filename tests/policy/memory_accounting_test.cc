@@ -157,6 +157,33 @@ TEST(MemoryAccountingTest, LinearFormsMatchTheExactFiguresUpToRows) {
   }
 }
 
+// Smoothed keys add their statistics (fp32 mean and scale per layer, sequence, KV head and
+// channel) to the GPU, both in the exact plan and in the forms the search's LP constrains, and
+// nothing else; rotated and plain keys add none.
+TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
+  const ModelSpec m = Preset("llama-2-7b");
+  const Workload w{512, 32, 0};
+  Plan p = Split(30, 50, 20, 40, 100, 0);
+  p.gpu_batch_size = 8;
+  p.num_gpu_batches = 3;
+  p.compress_cache = true;
+  const int64_t stats = 2 * int64_t{m.num_layers} * 24 * m.num_kv_heads * m.head_dim * 4;
+  p.cache_keys = CacheKeys::kSmoothed;
+  const MemoryPlan smoothed = AccountMemory(m, w, p).value();
+  const LinearMemory smoothed_forms = LinearMemoryOf(m, w, p);
+  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kPlain}) {
+    p.cache_keys = keys;
+    const MemoryPlan other = AccountMemory(m, w, p).value();
+    const LinearMemory other_forms = LinearMemoryOf(m, w, p);
+    const Fractions x = FractionsOf(p);
+    EXPECT_EQ(smoothed.workspace_bytes.gpu_bytes - other.workspace_bytes.gpu_bytes, stats);
+    EXPECT_EQ(smoothed.total_bytes.cpu_bytes, other.total_bytes.cpu_bytes);
+    EXPECT_EQ(smoothed.total_bytes.disk_bytes, other.total_bytes.disk_bytes);
+    EXPECT_DOUBLE_EQ(smoothed_forms.gpu_bytes.Eval(x) - other_forms.gpu_bytes.Eval(x), stats);
+    EXPECT_DOUBLE_EQ(smoothed_forms.cpu_bytes.Eval(x), other_forms.cpu_bytes.Eval(x));
+  }
+}
+
 TEST(MemoryAccountingTest, InfeasiblePlansNameTheBindingConstraint) {
   const HardwareSpec t4 = Profile("t4-flexgen");
   const ModelSpec m = Preset("opt-175b");

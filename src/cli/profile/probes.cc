@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -80,6 +82,23 @@ double GemmTflops(int rows) {
   const double s = TimePerCall(
       [&] { kernels::cpu::GemmNT(rows, n, k, a.data(), w.data(), c.data(), n, false); }, 1.0);
   return 2.0 * rows * n * k / s / 1e12;
+}
+
+double GemmWeightStreamGbps() {
+  const int rows = 2, n = 4096, k = 4096;
+  const size_t matrix = size_t(n) * k;
+  const size_t matrices = (size_t{512} << 20) / (matrix * sizeof(float));
+  const std::vector<float> a = RandomFloats(size_t(rows) * k);
+  const std::vector<float> w(matrix * matrices, 0.01f);
+  std::vector<float> c(size_t(rows) * n);
+  size_t next = 0;
+  const double s = TimePerCall(
+      [&] {
+        const float* b = w.data() + (next++ % matrices) * matrix;
+        kernels::cpu::GemmNT(rows, n, k, a.data(), b, c.data(), n, false);
+      },
+      1.0);
+  return matrix * sizeof(float) / s / 1e9;
 }
 
 double DecodeAttentionGbps() {
@@ -231,6 +250,23 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
   }
   rates.page_write_gbps = pages * kPage / seconds_since(start) / 1e9;
   return rates;
+}
+
+int64_t LastLevelCacheBytes() {
+  int best_level = 0;
+  int64_t bytes = 0;
+  for (int index = 0;; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+    std::ifstream level_file(dir + "/level"), type_file(dir + "/type"), size_file(dir + "/size");
+    int level = 0;
+    std::string type, size;
+    if (!(level_file >> level) || !(type_file >> type) || !(size_file >> size)) break;
+    if (type == "Instruction" || level <= best_level || size.empty()) continue;
+    const int64_t unit = size.back() == 'K' ? 1 << 10 : size.back() == 'M' ? 1 << 20 : 1;
+    best_level = level;
+    bytes = std::strtoll(size.c_str(), nullptr, 10) * unit;
+  }
+  return bytes;
 }
 
 int64_t AvailableHostBytes() {

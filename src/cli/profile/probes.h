@@ -17,6 +17,12 @@ double MemcpyGbps();
 // fp32 GEMM (kernels/cpu/gemm.h, BLAS) at a prefill shape (512 x 4096 x 4096) and a decode shape
 // (16 x 4096 x 4096), all cores.
 double GemmTflops(int rows);
+// Weight bytes per second the fp32 GEMM streams from memory when it has almost no arithmetic to
+// do: 2 rows against 4096 x 4096 weight matrices taken in turn from 512 MiB of them, so that no
+// matrix is still in the caches (as the executor's decode GEMMs go through every layer's weights
+// before they come back to the first). This is what bounds a decode GEMM from below on the
+// emulated device; plain host reads (HostReadGbps) run faster than the GEMM's packing of weights.
+double GemmWeightStreamGbps();
 // The CPU attention kernels (kernels/cpu): decode over an fp32 cache and over the 4-bit cache, in
 // cache bytes read per second; prefill attention in TFLOPS counted as 4 * tokens^2 * heads *
 // head_dim (FlexGen's count, which the cost model uses).
@@ -40,6 +46,10 @@ struct DiskRates {
 // single 4 KiB page writes at scattered offsets, a queue depth of them per submission (the
 // executor's decode cache writes). Removes the file. Errors name the directory and the reason.
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
+
+// The size of the CPU's last-level cache (the highest cache level sysfs lists for cpu0), the
+// emulated device's cache for weights; 0 when sysfs does not say.
+int64_t LastLevelCacheBytes();
 
 // Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs).
 int64_t AvailableHostBytes();
