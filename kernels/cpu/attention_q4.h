@@ -3,7 +3,9 @@
 // is one (sequence, KV head): its K and V rows are read once for all the query heads that share
 // them (grouped-query attention), work items run in parallel (OpenMP), and per group the scale and
 // minimum are pulled out of the dot products: q·k' = scale·(q·n) + minimum·Σq, where n are the
-// codes. Softmax is computed online over tiles of tokens (flash-decoding within a work item).
+// codes. Softmax is computed online over tiles of tokens (flash-decoding within a work item);
+// with fewer work items than threads, each is split into token ranges of at least 1024 tokens on
+// several threads, merged by their log-sum-exp (flash-decoding across threads).
 // This is the CPU twin of kernels/cuda's DecodeAttentionQ4 and the CPU-delegation path.
 #pragma once
 
@@ -14,7 +16,8 @@ namespace strata::kernels::cpu {
 // Instruction sets of the kernel. kAuto picks the best one the running CPU supports (decided at
 // run time with __builtin_cpu_supports, whatever the compiler flags); the others force a path.
 // The SIMD paths need head_dim % 64 == 0; other head sizes always run the scalar path. kAvx2 needs
-// AVX2, FMA and F16C; kAvx512 needs AVX-512 F, BW, DQ, VL and VBMI (Ice Lake, Zen 4 and later).
+// AVX2, FMA and F16C; kAvx512 needs AVX-512 F, BW, DQ, VL, VBMI and VNNI (Ice Lake, Zen 4 and
+// later).
 enum class Q4Isa { kAuto, kScalar, kAvx2, kAvx512 };
 
 // True when `isa` can run on this CPU (kAuto and kScalar always can).

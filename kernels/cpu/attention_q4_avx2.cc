@@ -204,7 +204,8 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
     const __m256 m8 = sums(h, 0);
     __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-    const __m256 max = _mm256_set1_ps(_mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4))));
+    const float max_score = _mm_cvtss_f32(_mm_max_ss(m4, _mm_movehdup_ps(m4)));
+    const __m256 max = _mm256_set1_ps(max_score);
     __m256 sum = _mm256_setzero_ps();
     for (int t0 = 0; t0 < w.len; t0 += kTile8) {
       float* s = scores + h * l.stride + t0;
@@ -213,6 +214,7 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
       sum = _mm256_add_ps(sum, p);
     }
     sums(h, 1) = sum;
+    if (w.lse != nullptr) w.lse[h] = max_score + std::log(Sum(sum));
     for (int g = 0; g < groups; ++g) sums(h, 2 + g) = _mm256_setzero_ps();
   }
   std::memset(w.out, 0, sizeof(float) * heads * d);

@@ -1,13 +1,14 @@
 // The AVX-512 path of DecodeAttentionQ4 (see attention_q4.h). Compiled for AVX-512 (F, BW, DQ,
-// VL, VBMI) by function attributes only, so the library still runs on CPUs without it;
+// VL, VBMI, VNNI) by function attributes only, so the library still runs on CPUs without it;
 // attention_q4.cc dispatches here after checking the CPU at run time.
 //
-// One pass over the work item, 16 tokens (a tile) at a time, with an online softmax: the tile's
-// key codes give its scores, the scores update the running max and sum, and the tile's value
-// codes are weighted by the probabilities, so scores never leave L1. Codes are widened by bit
-// manipulation only (no integer-to-float conversion, see Unpacker): each lane holds
-// x = 2 + n/8 for its code n, and the algebra absorbs the offset: per group
-// q·k' = 8·scale·(q·x) + (minimum - 16·scale)·Σq, and likewise for the values.
+// One pass over the work item, 64 tokens (a step of four 16-token tiles) at a time, with an online
+// softmax: the step's key codes give its scores, the scores update the softmax state, and the
+// step's value codes are weighted by the probabilities, so scores never leave L1. Keys are dotted
+// with the query in exact integer arithmetic (VNNI, the query split into signed-byte digits, see
+// kQMax); value codes are widened by bit manipulation only (no integer-to-float conversion, see
+// Unpacker): each lane holds x = 2 + n/8 for its code n, and the algebra absorbs the offset: per
+// group p·v' = 8·scale·(p·x) + (minimum - 16·scale)·Σp.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,14 +23,14 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 #define STRATA_AVX512 \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,fma,f16c")))
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vbmi,avx512vnni,fma,f16c")))
 #define STRATA_AVX512_INLINE STRATA_AVX512 __attribute__((always_inline)) inline
 #define STRATA_AVX512_OUTLINE STRATA_AVX512 __attribute__((noinline))
 
 namespace strata::kernels::cpu::q4 {
 namespace {
 
-// e^x for x <= 0 (Cephes expf: about 1 ulp), flushing below e^-87 towards zero.
+// e^x for x <= 16 (Cephes expf: about 1 ulp), flushing below e^-87 towards zero.
 STRATA_AVX512_INLINE __m512 Exp(__m512 x) {
   x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
@@ -46,32 +47,10 @@ STRATA_AVX512_INLINE __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
-// Lane t of the result = sum of the 16 lanes of v[t * stride]: a transpose-and-add tree, ~3 ops a
-// vector.
-STRATA_AVX512_INLINE __m512 Reduce16(const __m512* v, int stride) {
-  __m512 t[8], u[4];
-  for (int i = 0; i < 8; ++i) {
-    const __m512 a = v[2 * i * stride], b = v[(2 * i + 1) * stride];
-    t[i] = _mm512_add_ps(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b));
-  }
-  for (int i = 0; i < 4; ++i) {  // 128-bit lane L of u[i]: lane-L sums of v[4i .. 4i+3]
-    const __m512d a = _mm512_castps_pd(t[2 * i]);
-    const __m512d b = _mm512_castps_pd(t[2 * i + 1]);
-    u[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
-                         _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  const __m512 w0 = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm512_shuffle_f32x4(u[0], u[1], _MM_SHUFFLE(3, 2, 3, 2)));
-  const __m512 w1 = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(1, 0, 1, 0)),
-                                  _mm512_shuffle_f32x4(u[2], u[3], _MM_SHUFFLE(3, 2, 3, 2)));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(2, 0, 2, 0)),
-                       _mm512_shuffle_f32x4(w0, w1, _MM_SHUFFLE(3, 1, 3, 1)));
-}
-
 // Which element of its 64-element group lane i % 16 of unpacked vector i / 16 holds (Unpacker).
 constexpr int Element(int i) { return 8 * (i % 16 / 2) + 2 * (i / 16) + i % 2; }
 
-// Widens the 32 code bytes of a group (64 nibbles) into 4 vectors of x = 2 + n/8 = 2 (1 + n/16):
+// Widens the 32 value-code bytes of a group (64 nibbles) into 4 vectors of x = 2 + n/8:
 // a broadcast load, a shift and a mask turn them into 64 bytes of one nibble each (byte e holds
 // element e), then per vector one masked VBMI multishift moves 16 of those bytes, 3 bits up, into
 // the mantissa of 2.0 (byte 2 of the lane; the window's other bits fall in the zero high halves of
@@ -110,85 +89,151 @@ STRATA_AVX512_INLINE __m512 Widen(__m512i nibbles, int j, const Unpacker& u) {
       _mm512_mask_multishift_epi64_epi8(u.two, 0x4444444444444444ull, u.control[j], nibbles));
 }
 
-// The 64 codes of one group, widened: n[j] is vector j of Unpacker.
-struct Codes64 {
-  __m512 n[4];
-};
-
-STRATA_AVX512_INLINE Codes64 Unpack64(const uint8_t* c, const Unpacker& u) {
-  const __m512i b = Nibbles(c, u);
-  return {{Widen(b, 0, u), Widen(b, 1, u), Widen(b, 2, u), Widen(b, 3, u)}};
-}
-
 // out[g][0][t] = scale and out[g][1][t] = minimum of group g for the tile's tokens (0 past n).
 STRATA_AVX512 void UnpackParams(const uint16_t* params, __mmask16 valid, int groups, float* out) {
   const __m512i index =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(groups));
+  // Even 16-bit words (the scales) to the low 256 bits, odd ones (the minima) to the high.
+  const __m512i split = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
+                                         30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int g = 0; g < groups; ++g) {
     // One 32-bit word per token and group: scale in the low half, minimum in the high half.
     const void* base = params + 2 * g;
     const __m512i pairs =
         groups == 1 ? _mm512_maskz_loadu_epi32(valid, base)
                     : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, index, base, 4);
-    _mm512_storeu_ps(out + 2 * g * kTile, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(pairs)));
+    const __m512i halves = _mm512_permutexvar_epi16(split, pairs);
+    _mm512_storeu_ps(out + 2 * g * kTile, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
     _mm512_storeu_ps(out + (2 * g + 1) * kTile,
-                     _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(pairs, 16))));
+                     _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1)));
   }
 }
 
-// part[(h * groups + g) * kTile + t] = the 16 lane-wise partial products q_h·x of token t, group
-// g (q permuted as the codes unpack): each key row is unpacked once for all the query heads.
-// Rows n.. of the tile are zeroed. H > 0 fixes the head count at compile time (and needs a full
-// tile), which lets the compiler unroll the tile; H == 0 takes it from `heads`.
-template <int H>
-STRATA_AVX512_OUTLINE void TileDots(const float* q, int heads, int d, const uint8_t* codes, int n,
-                                    const Unpacker& control, __m512* part) {
-  const int groups = d / 64, nh = H > 0 ? H : heads;
-  for (int g = 0; g < groups; ++g) {
-#pragma GCC unroll 16
-    for (int t = 0; t < kTile; ++t) {
-      __m512* p = part + g * kTile + t;
-      if (H == 0 && t >= n) {
-        for (int h = 0; h < nh; ++h) p[h * groups * kTile] = _mm512_setzero_ps();
-        continue;
+// Keys are dotted with the query in integers (VNNI): per group the query q is stored as
+// q ≈ s · Q, |Q| <= kQMax, Q = a · 2^14 + b · 2^7 + c with signed-byte digits a in [-127, 127]
+// and b, c in [-64, 63], so q·n = s · Σ Q n is exact up to s/2 per element (2^-22 of the
+// group's largest |q|), and Σ Q n over a group of 64 codes n <= 15 stays below 2^31.
+constexpr int kQMax = 127 * 16384;
+
+// The 64-byte chunk of key codes at c as two vectors of one nibble per byte: `lo` holds the low
+// nibbles (elements 0..31 of the chunk's two 32-byte group rows), `hi` the high ones (32..63).
+struct Nibbles64 {
+  __m512i lo, hi;
+};
+
+STRATA_AVX512_INLINE Nibbles64 SplitNibbles(const uint8_t* c) {
+  const __m512i bytes = _mm512_loadu_si512(c), low = _mm512_set1_epi8(0x0F);
+  return {_mm512_and_si512(bytes, low), _mm512_and_si512(_mm512_srli_epi16(bytes, 4), low)};
+}
+
+// Lanes 0-7 (8-15) of the result sum to Σ Q n over the chunk's first (second) group row; q holds
+// the digit vectors {a lo, a hi, b lo, b hi, c lo, c hi} laid out like the chunk.
+STRATA_AVX512_INLINE __m512i ChunkDot(const Nibbles64& n, const __m512i* q) {
+  __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), n.lo, q[0]);
+  x = _mm512_dpbusd_epi32(x, n.hi, q[1]);
+  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 7), n.lo, q[2]);
+  x = _mm512_dpbusd_epi32(x, n.hi, q[3]);
+  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 7), n.lo, q[4]);
+  return _mm512_dpbusd_epi32(x, n.hi, q[5]);
+}
+
+// Three levels of a transpose-and-add tree over 8 ChunkDot results v0..v7 (2 rows of 8 lanes
+// each): in 128-bit block k and position p of the result sits the row sum of row k % 2 of
+// v(4 (k / 2) + p), which SlotLane inverts. Integer adds are exact (and wrap harmlessly).
+STRATA_AVX512_INLINE __m512i AddPairs32(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+STRATA_AVX512_INLINE __m512i AddPairs64(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_unpacklo_epi64(a, b), _mm512_unpackhi_epi64(a, b));
+}
+STRATA_AVX512_INLINE __m512i AddBlocks(__m512i a, __m512i b) {
+  return _mm512_add_epi32(_mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                          _mm512_shuffle_i32x4(a, b, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// The lane of the tree's result that holds group row s (0..15) of its 8 chunks.
+constexpr int SlotLane(int s) { return (s & 8) + (s & 1) * 4 + (s & 7) / 2; }
+
+// The key dot products of one full tile for H heads: the tile's 16 · groups group rows ("slots",
+// slot = token · groups + group) come as 8 · groups chunks; every 8 chunks reduce to one vector of
+// 16 slots, whose lanes `perm` and `which` route to dots[h][g] (token lanes, int32). qd holds
+// heads' digit vectors, `patterns` sets of 6 per head (chunk i uses set i % patterns); with
+// kOnePattern (patterns == 1) they are loaded into registers once.
+template <int H, bool kOnePattern>
+STRATA_AVX512_OUTLINE void TileKeyDots(const uint8_t* codes, int groups, int patterns,
+                                       const __m512i* qd, const __m512i* perm, const __m512i* which,
+                                       __m512i* dots) {
+  const int qstride = 6 * patterns;
+  __m512i qr[H][6];
+  if constexpr (kOnePattern) {
+    for (int h = 0; h < H; ++h) {
+      for (int k = 0; k < 6; ++k) qr[h][k] = _mm512_load_si512(qd + h * qstride + k);
+    }
+  }
+  int pattern = 0;
+  for (int j = 0; j < groups; ++j) {
+    __m512i half[H][2];
+#pragma GCC unroll 2
+    for (int u = 0; u < 2; ++u) {
+      __m512i pair[H][2];
+#pragma GCC unroll 2
+      for (int v = 0; v < 2; ++v) {
+        __m512i dot[H][2];
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+          const Nibbles64 n = SplitNibbles(codes + 64 * (8 * j + 4 * u + 2 * v + k));
+          for (int h = 0; h < H; ++h) {
+            dot[h][k] = ChunkDot(n, kOnePattern ? qr[h] : qd + h * qstride + 6 * pattern);
+          }
+          if (!kOnePattern && ++pattern == patterns) pattern = 0;
+        }
+        for (int h = 0; h < H; ++h) pair[h][v] = AddPairs32(dot[h][0], dot[h][1]);
       }
-      const Codes64 k = Unpack64(codes + static_cast<long>(t) * (d / 2) + 32 * g, control);
-      for (int h = 0; h < nh; ++h) {
-        const float* qh = q + h * d + 64 * g;
-        // Two short chains rather than one long one: heads overlap better.
-        const __m512 a = _mm512_fmadd_ps(_mm512_load_ps(qh + 32), k.n[2],
-                                         _mm512_mul_ps(_mm512_load_ps(qh), k.n[0]));
-        const __m512 b = _mm512_fmadd_ps(_mm512_load_ps(qh + 48), k.n[3],
-                                         _mm512_mul_ps(_mm512_load_ps(qh + 16), k.n[1]));
-        p[h * groups * kTile] = _mm512_add_ps(a, b);
+      for (int h = 0; h < H; ++h) half[h][u] = AddPairs64(pair[h][0], pair[h][1]);
+    }
+    for (int h = 0; h < H; ++h) {
+      const __m512i slots = AddBlocks(half[h][0], half[h][1]);
+      for (int g = 0; g < groups; ++g) {
+        __m512i* out = dots + h * groups + g;
+        if (groups == 1) {
+          *out = _mm512_permutexvar_epi32(perm[0], slots);
+          continue;
+        }
+        const __mmask16 m = _mm512_cmpeq_epi32_mask(which[g], _mm512_set1_epi32(j));
+        *out = _mm512_mask_permutexvar_epi32(*out, m, perm[g], slots);
       }
     }
   }
 }
 
-// TileDots with the head count fixed at compile time for full tiles of up to 8 heads.
-STRATA_AVX512 void AnyTileDots(const float* q, int heads, int d, const uint8_t* codes, int n,
-                               const Unpacker& control, __m512* part) {
-  switch (n == kTile ? heads : 0) {
-    case 1:
-      return TileDots<1>(q, heads, d, codes, n, control, part);
-    case 2:
-      return TileDots<2>(q, heads, d, codes, n, control, part);
-    case 3:
-      return TileDots<3>(q, heads, d, codes, n, control, part);
-    case 4:
-      return TileDots<4>(q, heads, d, codes, n, control, part);
-    case 5:
-      return TileDots<5>(q, heads, d, codes, n, control, part);
-    case 6:
-      return TileDots<6>(q, heads, d, codes, n, control, part);
-    case 7:
-      return TileDots<7>(q, heads, d, codes, n, control, part);
-    case 8:
-      return TileDots<8>(q, heads, d, codes, n, control, part);
-    default:
-      return TileDots<0>(q, heads, d, codes, n, control, part);
+// TileKeyDots for any head count, up to 4 heads at a time (so that the digits and partial sums
+// stay in registers).
+STRATA_AVX512 void KeyDots(const uint8_t* codes, int heads, int groups, int patterns,
+                           const __m512i* qd, const __m512i* perm, const __m512i* which,
+                           __m512i* dots) {
+  for (int h = 0; h < heads; h += 4) {
+    const __m512i* q = qd + h * 6 * patterns;
+    __m512i* o = dots + h * groups;
+    const bool one = patterns == 1;
+    switch (std::min(4, heads - h)) {
+      case 1:
+        one ? TileKeyDots<1, true>(codes, groups, patterns, q, perm, which, o)
+            : TileKeyDots<1, false>(codes, groups, patterns, q, perm, which, o);
+        break;
+      case 2:
+        one ? TileKeyDots<2, true>(codes, groups, patterns, q, perm, which, o)
+            : TileKeyDots<2, false>(codes, groups, patterns, q, perm, which, o);
+        break;
+      case 3:
+        one ? TileKeyDots<3, true>(codes, groups, patterns, q, perm, which, o)
+            : TileKeyDots<3, false>(codes, groups, patterns, q, perm, which, o);
+        break;
+      default:
+        one ? TileKeyDots<4, true>(codes, groups, patterns, q, perm, which, o)
+            : TileKeyDots<4, false>(codes, groups, patterns, q, perm, which, o);
+        break;
+    }
   }
 }
 
@@ -206,9 +251,9 @@ STRATA_AVX512_INLINE void AddValueRow(const uint8_t* row, const float* wt, int w
 }
 
 // For H query heads and the V vectors v0.. of a group's 4 (Unpacker order): acc_h = corr_h · acc_h
-// + the sum over the tile's n tokens of wt_h[t] · x_t, x_t the unpacked value codes, each row
-// unpacked once for the H heads; corr_h = corr[h · corr_stride]. The tile is summed apart and
-// then added, so that a long context adds into acc once per tile, not once per token (rounding
+// + the sum over the step's n tokens of wt_h[t] · x_t, x_t the unpacked value codes, each row
+// unpacked once for the H heads; corr_h = corr[h · corr_stride]. The step is summed apart and
+// then added, so that a long context adds into acc once per step, not once per token (rounding
 // error grows with the chain length, and Σ wt · x, about 16 · Σ p · scale, cancels with the
 // minimum's term later).
 // The loop takes tokens in pairs; one or two heads give the odd tokens their own accumulators to
@@ -247,100 +292,171 @@ STRATA_AVX512 void GroupValues(const uint8_t* codes, int n, int d, const float* 
                                const float* corr, int corr_stride, const Unpacker& control,
                                float* acc) {
   if constexpr (H <= 4) {
-    TileValues<H, 4>(codes, n, d, wt, kTile, corr, corr_stride, control, 0, acc);
+    TileValues<H, 4>(codes, n, d, wt, kStep, corr, corr_stride, control, 0, acc);
   } else {
-    TileValues<H, 2>(codes, n, d, wt, kTile, corr, corr_stride, control, 0, acc);
-    TileValues<H, 2>(codes, n, d, wt, kTile, corr, corr_stride, control, 2, acc);
+    TileValues<H, 2>(codes, n, d, wt, kStep, corr, corr_stride, control, 0, acc);
+    TileValues<H, 2>(codes, n, d, wt, kStep, corr, corr_stride, control, 2, acc);
   }
 }
 
-// Asks for the codes and params of the tile 128 tokens ahead of t0: with the hardware prefetcher
-// alone the core waits on DRAM.
-STRATA_AVX512_INLINE void PrefetchAhead(const uint8_t* codes, const uint16_t* params, int t0,
-                                        int len, int d) {
-  constexpr int kPrefetchTiles = 8;
-  const int t = t0 + kPrefetchTiles * kTile;
+// Asks for the codes and params of the tile at t. ScoreStep asks for each tile one step ahead:
+// with the hardware prefetcher alone the core waits on DRAM (further ahead, or a whole step at
+// once, measured no better).
+STRATA_AVX512_INLINE void PrefetchTile(const uint8_t* codes, const uint16_t* params, int t, int len,
+                                       int d) {
   if (t >= len) return;
   const char* c = reinterpret_cast<const char*>(codes + static_cast<long>(t) * (d / 2));
   for (int i = 0; i < kTile * d / 2; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32)),
-               _MM_HINT_T0);
+  const char* p = reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32));
+  for (int i = 0; i < kTile * d / 16; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
 
-// The state of one work item between tiles.
+// Scores may exceed the softmax reference by this much before it is raised: e^16 leaves the
+// fp32 sums far from overflow, and the final division by Σ p makes the choice of reference exact.
+constexpr float kSlack = 16.0f;
+
+// The state of one work item between steps.
 struct Pass {
-  int d, groups, heads;
+  int d, groups, heads, patterns;
   const Work* w;
-  __m512* part;     // [heads, groups, kTile] vectors
-  float* kparams;   // [groups, 2, kTile]
-  float* vparams;   // [groups, 2, kTile]
-  float* weights;   // 2 x [groups, heads, kTile]: 8 · probability · value scale, per tile parity
-  float* corr;      // 2 x [heads rounded up to 16]: the tile's rescale factor, per tile parity
-  int corr_stride;  // floats between the two parities of `corr`
-  __m512* state;    // per head: Σ probability (lane-wise), running max (lane 0), then per group
-                    // Σ probability · (minimum - 16 · value scale), lane-wise
-  int slots;        // vectors of `state` per head
-  float* qp;        // [heads, head_dim], permuted as the codes unpack
-  float* acc;       // [heads, head_dim], same order
+  float* kparams;        // [kStepTiles, groups, 2, kTile]
+  float* vparams;        // [kStepTiles, groups, 2, kTile]
+  float* weights;        // 2 x [groups, heads, kStep]: 8 · probability · value scale, per parity
+  float* corr;           // 2 x [heads rounded up to 16]: the step's rescale factor, per parity
+  int corr_stride;       // floats between the two parities of `corr`
+  __m512* state;         // per head: Σ probability (lane-wise), softmax reference (lane 0), then
+                         // per group Σ probability · (minimum - 16 · value scale), lane-wise
+  int slots;             // vectors of `state` per head
+  const __m512i* qd;     // [heads, patterns, 6]: the query's digit vectors (TileKeyDots)
+  const float* qscale;   // [heads, groups]: s of those digits
+  const __m512i* perm;   // [groups]: lane of its slot vector that token t of group g sits in
+  const __m512i* which;  // [groups]: which slot vector that is
+  __m512i* dots;         // [kStepTiles, heads, groups]: the step's Σ Q n, token lanes
+  uint8_t* tail;         // a partial last tile's key codes, zero-padded to a full tile
+  float* acc;            // [heads, head_dim], in the order values unpack
   Unpacker control;
 };
 
-// Scores of the tile at t0 from the key codes, then the online-softmax update: the weights and
-// rescale factors for the tile's values go to parity `b` of the buffers.
-STRATA_AVX512 void ScoreTile(const Pass& s, int t0, int b) {
+// Writes head h's query digits and scales (TileKeyDots) for the `patterns` chunk layouts.
+STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale) {
+  const float* q = s.w->q + static_cast<long>(h) * s.d;
+  for (int g = 0; g < s.groups; ++g) {
+    float m = 0.0f;
+    for (int i = 0; i < 64; ++i) m = std::max(m, std::fabs(q[64 * g + i]));
+    qscale[g] = m / static_cast<float>(kQMax);
+  }
+  for (int p = 0; p < s.patterns; ++p) {
+    int8_t digits[6][64];
+    for (int row = 0; row < 2; ++row) {  // the chunk's two 32-byte group rows
+      const int g = (2 * p + row) % s.groups;
+      const float inv = qscale[g] > 0.0f ? 1.0f / qscale[g] : 0.0f;
+      for (int hi = 0; hi < 2; ++hi) {
+        for (int i = 0; i < 32; ++i) {
+          const float x = q[64 * g + 32 * hi + i] * inv;
+          const int big = static_cast<int>(
+              std::clamp(std::nearbyint(x), -static_cast<float>(kQMax), static_cast<float>(kQMax)));
+          const int c = ((big + 64) & 127) - 64, rest = (big - c) >> 7;
+          const int b = ((rest + 64) & 127) - 64, a = (rest - b) >> 7;
+          digits[hi][32 * row + i] = static_cast<int8_t>(a);
+          digits[2 + hi][32 * row + i] = static_cast<int8_t>(b);
+          digits[4 + hi][32 * row + i] = static_cast<int8_t>(c);
+        }
+      }
+    }
+    for (int k = 0; k < 6; ++k) qd[6 * p + k] = _mm512_loadu_si512(digits[k]);
+  }
+}
+
+// Scores of the step at t0 (kStepTiles tiles) from the key codes, then the online-softmax update:
+// the weights and rescale factors for the step's values go to parity `b` of the buffers. The
+// reference the probabilities are taken against only moves up when a score passes it by kSlack.
+STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   const Work& w = *s.w;
   const int d = s.d, groups = s.groups, heads = s.heads;
   const __m512 eight = _mm512_set1_ps(8.0f), sixteen = _mm512_set1_ps(16.0f);
-  PrefetchAhead(w.k_codes, w.k_params, t0, w.len, d);
-  PrefetchAhead(w.v_codes, w.v_params, t0, w.len, d);
-  const int n = std::min(kTile, w.len - t0);
-  const __mmask16 valid = static_cast<__mmask16>((1u << n) - 1);
-  UnpackParams(w.k_params + static_cast<long>(t0) * 2 * groups, valid, groups, s.kparams);
-  UnpackParams(w.v_params + static_cast<long>(t0) * 2 * groups, valid, groups, s.vparams);
-  AnyTileDots(s.qp, heads, d, w.k_codes + static_cast<long>(t0) * (d / 2), n, s.control, s.part);
-  float* wt = s.weights + b * groups * heads * kTile;
+  __mmask16 valid[kStepTiles];
+  for (int u = 0; u < kStepTiles; ++u) {  // tile u: tokens t0 + 16 u ..
+    const int t = t0 + u * kTile, n = std::clamp(w.len - t, 0, kTile);
+    PrefetchTile(w.k_codes, w.k_params, t + kStep, w.len, d);
+    PrefetchTile(w.v_codes, w.v_params, t + kStep, w.len, d);
+    valid[u] = static_cast<__mmask16>((1u << n) - 1);
+    if (n == 0) continue;
+    UnpackParams(w.k_params + static_cast<long>(t) * 2 * groups, valid[u], groups,
+                 s.kparams + u * 2 * groups * kTile);
+    UnpackParams(w.v_params + static_cast<long>(t) * 2 * groups, valid[u], groups,
+                 s.vparams + u * 2 * groups * kTile);
+    const uint8_t* codes = w.k_codes + static_cast<long>(t) * (d / 2);
+    if (n < kTile) {
+      std::memset(s.tail, 0, static_cast<size_t>(kTile) * d / 2);
+      std::memcpy(s.tail, codes, static_cast<size_t>(n) * d / 2);
+      codes = s.tail;
+    }
+    KeyDots(codes, heads, groups, s.patterns, s.qd, s.perm, s.which, s.dots + u * heads * groups);
+  }
+  float* wt = s.weights + b * groups * heads * kStep;
+  const __m512 none = _mm512_set1_ps(-INFINITY);
   for (int h = 0; h < heads; ++h) {
-    __m512 score = _mm512_setzero_ps();
-    for (int g = 0; g < groups; ++g) {
-      const __m512 scale = _mm512_loadu_ps(s.kparams + 2 * g * kTile);
-      const __m512 offset =
-          _mm512_fnmadd_ps(sixteen, scale, _mm512_loadu_ps(s.kparams + (2 * g + 1) * kTile));
-      score = _mm512_fmadd_ps(_mm512_mul_ps(eight, scale),
-                              Reduce16(s.part + (h * groups + g) * kTile, 1), score);
-      score = _mm512_fmadd_ps(offset, _mm512_set1_ps(w.qsum[h * groups + g]), score);
+    __m512 score[kStepTiles];
+    for (int u = 0; u < kStepTiles; ++u) {
+      const float* kp = s.kparams + u * 2 * groups * kTile;
+      const __m512i* dots = s.dots + (u * heads + h) * groups;
+      score[u] = _mm512_setzero_ps();
+      for (int g = 0; g < groups; ++g) {
+        const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(kp + 2 * g * kTile),
+                                           _mm512_set1_ps(s.qscale[h * groups + g]));
+        score[u] = _mm512_fmadd_ps(scale, _mm512_cvtepi32_ps(dots[g]), score[u]);
+        score[u] = _mm512_fmadd_ps(_mm512_loadu_ps(kp + (2 * g + 1) * kTile),
+                                   _mm512_set1_ps(w.qsum[h * groups + g]), score[u]);
+      }
     }
     __m512* st = s.state + h * s.slots;
-    float& max = *reinterpret_cast<float*>(st + 1);
+    float& ref = *reinterpret_cast<float*>(st + 1);
     float& corr = s.corr[b * s.corr_stride + h];
-    const float tile_max = _mm512_mask_reduce_max_ps(valid, score);
     corr = 1.0f;
-    if (tile_max > max) {  // rescale what was accumulated under the old max (0 at first)
-      corr = std::exp(max - tile_max);
-      max = tile_max;
+    const __m512 limit = _mm512_set1_ps(ref + kSlack);
+    __mmask16 above = 0;
+    for (int u = 0; u < kStepTiles; ++u) {
+      above |= _mm512_mask_cmp_ps_mask(valid[u], score[u], limit, _CMP_GT_OQ);
+    }
+    if (above) {  // rescale what was accumulated under the old reference (nothing at first)
+      __m512 top = none;
+      for (int u = 0; u < kStepTiles; ++u) {
+        top = _mm512_max_ps(top, _mm512_mask_mov_ps(none, valid[u], score[u]));
+      }
+      const float step_max = _mm512_reduce_max_ps(top);
+      corr = std::exp(ref - step_max);
+      ref = step_max;
       st[0] = _mm512_mul_ps(st[0], _mm512_set1_ps(corr));
       for (int g = 0; g < groups; ++g) st[2 + g] = _mm512_mul_ps(st[2 + g], _mm512_set1_ps(corr));
     }
-    const __m512 p = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(score, _mm512_set1_ps(max))));
-    st[0] = _mm512_add_ps(st[0], p);
+    const __m512 r = _mm512_set1_ps(ref);
+    __m512 p[kStepTiles];
+    for (int u = 0; u < kStepTiles; ++u) {
+      p[u] = _mm512_maskz_mov_ps(valid[u], Exp(_mm512_sub_ps(score[u], r)));
+      st[0] = _mm512_add_ps(st[0], p[u]);
+    }
     for (int g = 0; g < groups; ++g) {
-      const __m512 scale = _mm512_loadu_ps(s.vparams + 2 * g * kTile);
-      const __m512 offset =
-          _mm512_fnmadd_ps(sixteen, scale, _mm512_loadu_ps(s.vparams + (2 * g + 1) * kTile));
-      _mm512_store_ps(wt + (g * heads + h) * kTile, _mm512_mul_ps(p, _mm512_mul_ps(eight, scale)));
-      st[2 + g] = _mm512_fmadd_ps(p, offset, st[2 + g]);
+      float* wg = wt + (g * heads + h) * kStep;
+      for (int u = 0; u < kStepTiles; ++u) {
+        const float* vp = s.vparams + (u * groups + g) * 2 * kTile;
+        const __m512 scale = _mm512_loadu_ps(vp);
+        _mm512_store_ps(wg + u * kTile, _mm512_mul_ps(p[u], _mm512_mul_ps(eight, scale)));
+        const __m512 offset = _mm512_fnmadd_ps(sixteen, scale, _mm512_loadu_ps(vp + kTile));
+        st[2 + g] = _mm512_fmadd_ps(p[u], offset, st[2 + g]);
+      }
     }
   }
 }
 
-// Adds the value codes of the tile at t0, weighted by parity `b` of the buffers, to the outputs.
-STRATA_AVX512 void ValueTile(const Pass& s, int t0, int b) {
-  const int d = s.d, heads = s.heads, n = std::min(kTile, s.w->len - t0);
+// Adds the value codes of the step at t0, weighted by parity `b` of the buffers, to the outputs.
+STRATA_AVX512 void ValueStep(const Pass& s, int t0, int b) {
+  const int d = s.d, heads = s.heads, n = std::min(kStep, s.w->len - t0);
   const uint8_t* codes = s.w->v_codes + static_cast<long>(t0) * (d / 2);
-  const float* wt = s.weights + b * s.groups * heads * kTile;
+  const float* wt = s.weights + b * s.groups * heads * kStep;
   for (int g = 0; g < s.groups; ++g) {
     for (int h = 0; h < heads; h += 8) {
       const uint8_t* c = codes + 32 * g;
-      const float* wg = wt + (g * heads + h) * kTile;
+      const float* wg = wt + (g * heads + h) * kStep;
       const float* corr = s.corr + b * s.corr_stride + h;
       float* a = s.acc + h * d + 64 * g;
       switch (std::min(8, heads - h)) {
@@ -375,18 +491,22 @@ STRATA_AVX512 void ValueTile(const Pass& s, int t0, int b) {
 
 }  // namespace
 
-// Software-pipelined over tiles: the scores and softmax of tile i + 1 are computed before the
-// values of tile i, so that the latency of the softmax chain (reductions, exp) overlaps with
+// Software-pipelined over steps: the scores and softmax of step i + 1 are computed before the
+// values of step i, so that the latency of the softmax chain (reductions, exp) overlaps with
 // independent work instead of stalling the value loop that depends on it.
 STRATA_AVX512 void AttendAvx512(const Work& w) {
   const int d = w.head_dim, groups = d / 64, heads = w.heads;
+  for (int t = 0; t < kStep; t += kTile) {  // the first step arrives during the setup below
+    PrefetchTile(w.k_codes, w.k_params, t, w.len, d);
+    PrefetchTile(w.v_codes, w.v_params, t, w.len, d);
+  }
   const Layout l = ScratchLayout(heads, d, w.len);
   Pass s;
   s.d = d;
   s.groups = groups;
   s.heads = heads;
   s.w = &w;
-  s.part = reinterpret_cast<__m512*>(w.scratch + l.part);
+  s.patterns = groups % 2 == 1 ? groups : groups / 2;
   s.kparams = w.scratch + l.kparams;
   s.vparams = w.scratch + l.vparams;
   s.weights = w.scratch + l.weights;
@@ -394,27 +514,45 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.corr_stride = (heads + 15) / 16 * 16;
   s.state = reinterpret_cast<__m512*>(w.scratch + l.sums);
   s.slots = 2 + groups;
-  s.qp = w.scratch + l.qperm;
+  auto* qd = reinterpret_cast<__m512i*>(w.scratch + l.qdigits);
+  float* qscale = w.scratch + l.qscale;
+  auto* perm = reinterpret_cast<__m512i*>(w.scratch + l.tperm);
+  s.qd = qd;
+  s.qscale = qscale;
+  s.perm = perm;
+  s.which = perm + groups;
+  s.dots = reinterpret_cast<__m512i*>(w.scratch + l.dots);
+  s.tail = reinterpret_cast<uint8_t*>(w.scratch + l.tail);
   s.acc = w.scratch + l.acc;
   s.control = MakeUnpacker();
 
+  for (int g = 0; g < groups; ++g) {  // token t of group g is slot t · groups + g of the tile
+    alignas(64) int lane[kTile], vec[kTile];
+    for (int t = 0; t < kTile; ++t) {
+      lane[t] = SlotLane((t * groups + g) % 16);
+      vec[t] = (t * groups + g) / 16;
+    }
+    perm[g] = _mm512_load_si512(lane);
+    perm[groups + g] = _mm512_load_si512(vec);
+  }
   for (int h = 0; h < heads; ++h) {
-    for (int i = 0; i < d; ++i) s.qp[h * d + i] = w.q[h * d + i / 64 * 64 + Element(i % 64)];
+    QueryDigits(s, h, qd + h * 6 * s.patterns, qscale + h * groups);
     __m512* st = s.state + h * s.slots;
     st[0] = _mm512_setzero_ps();
     st[1] = _mm512_set1_ps(-INFINITY);
     for (int g = 0; g < groups; ++g) st[2 + g] = _mm512_setzero_ps();
   }
   std::memset(s.acc, 0, sizeof(float) * heads * d);
-  ScoreTile(s, 0, 0);
-  for (int t0 = 0; t0 < w.len; t0 += kTile) {
-    const int b = (t0 / kTile) & 1;
-    if (t0 + kTile < w.len) ScoreTile(s, t0 + kTile, b ^ 1);
-    ValueTile(s, t0, b);
+  ScoreStep(s, 0, 0);
+  for (int t0 = 0; t0 < w.len; t0 += kStep) {
+    const int b = (t0 / kStep) & 1;
+    if (t0 + kStep < w.len) ScoreStep(s, t0 + kStep, b ^ 1);
+    ValueStep(s, t0, b);
   }
   for (int h = 0; h < heads; ++h) {
     const __m512* st = s.state + h * s.slots;
-    const float inv = 1.0f / _mm512_reduce_add_ps(st[0]);
+    const float sum = _mm512_reduce_add_ps(st[0]), inv = 1.0f / sum;
+    if (w.lse != nullptr) w.lse[h] = *reinterpret_cast<const float*>(st + 1) + std::log(sum);
     for (int g = 0; g < groups; ++g) {
       const float m = _mm512_reduce_add_ps(st[2 + g]);
       const float* a = s.acc + h * d + 64 * g;

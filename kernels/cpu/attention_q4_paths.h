@@ -7,8 +7,11 @@
 
 namespace strata::kernels::cpu::q4 {
 
-// Tokens per tile of the SIMD paths (the online-softmax step).
+// Tokens per tile of the SIMD paths (one vector of scores).
 inline constexpr int kTile = 16;
+// Tiles, and tokens, per online-softmax step of the AVX-512 path.
+inline constexpr int kStepTiles = 4;
+inline constexpr int kStep = kStepTiles * kTile;
 
 struct Work {
   int heads = 0;  // query heads that share this KV head
@@ -21,25 +24,30 @@ struct Work {
   const uint8_t* v_codes = nullptr;
   const uint16_t* v_params = nullptr;
   float* out = nullptr;      // [heads, head_dim]
+  float* lse = nullptr;      // when set, [heads]: log Σ exp(score) over the work item's tokens
   float* scratch = nullptr;  // ScratchLayout(heads, head_dim, len).total floats, 64-byte
                              // aligned, owned by the calling thread
 };
 
 // Where each scratch region of a work item starts, in floats from Work::scratch; every region
 // is a whole number of 64-byte lines. The SIMD paths use these regions (the AVX2 path fills
-// only the first half of the vector-sized ones; `scores` is the AVX2 path's, `qperm` and `acc`
-// the AVX-512 path's).
+// only the first half of the vector-sized ones; `part` and `scores` are the AVX2 path's, `qdigits`
+// to `tail` the AVX-512 path's).
 struct Layout {
   size_t part;     // per query head and group, one vector of partial dot products per tile token
-  size_t kparams;  // the tile's key scale and minimum per group
-  size_t vparams;  // the tile's value scale and minimum per group
+  size_t kparams;  // the tile's (AVX-512: step's) key scale and minimum per group
+  size_t vparams;  // the tile's (AVX-512: step's) value scale and minimum per group
   size_t weights;  // per group and head, the tile's probability x value scale (the AVX-512 path
-                   // keeps two tiles' worth, the second one g * h * kTile floats further)
+                   // keeps two steps' worth, the second one g * h * kStep floats further)
   size_t scores;   // per head, `stride` floats: the scores, then the probabilities
   size_t sums;     // per head, vectors: running max then sum, and one per group for the minimum
-  size_t qperm;    // [heads, head_dim]: the query in the order the AVX-512 path unpacks codes
-  size_t acc;      // [heads, head_dim]: the AVX-512 path's output accumulators, in that order
-  size_t corr;     // [2, heads rounded up to 16]: the AVX-512 path's per-tile rescale factors
+  size_t acc;      // [heads, head_dim]: output accumulators, in the order values unpack
+  size_t corr;     // [2, heads rounded up to 16]: per-tile rescale factors
+  size_t qdigits;  // [heads, groups, 6] 64-byte vectors: the query as three signed-byte digits
+  size_t qscale;   // [heads, groups] (rounded up to 16): the scale of those digits
+  size_t tperm;    // [2, groups] vectors: where each group's token dot products land in a tile
+  size_t dots;     // [kStepTiles, heads, groups, kTile] int32: the step's key dot products
+  size_t tail;     // kTile rows of key codes: a partial last tile, zero-padded
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -49,14 +57,18 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   Layout l{};
   l.stride = (len + kTile - 1) / kTile * kTile;
   l.kparams = l.part + h * g * kTile * 16;
-  l.vparams = l.kparams + 2 * g * kTile;
-  l.weights = l.vparams + 2 * g * kTile;
-  l.scores = l.weights + 2 * g * h * kTile;
+  l.vparams = l.kparams + 2 * g * kStep;
+  l.weights = l.vparams + 2 * g * kStep;
+  l.scores = l.weights + 2 * g * h * kStep;
   l.sums = l.scores + h * static_cast<size_t>(l.stride);
-  l.qperm = l.sums + h * (2 + g) * 16;
-  l.acc = l.qperm + h * g * 64;
+  l.acc = l.sums + h * (2 + g) * 16;
   l.corr = l.acc + h * g * 64;
-  l.total = l.corr + 2 * ((h + 15) / 16 * 16);
+  l.qdigits = l.corr + 2 * ((h + 15) / 16 * 16);
+  l.qscale = l.qdigits + h * g * 6 * 16;
+  l.tperm = l.qscale + (h * g + 15) / 16 * 16;
+  l.dots = l.tperm + 2 * g * 16;
+  l.tail = l.dots + h * g * kStep;
+  l.total = l.tail + g * kTile * 32 / 4;
   return l;
 }
 

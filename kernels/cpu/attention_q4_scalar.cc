@@ -46,6 +46,7 @@ void AttendScalar(const Work& w) {
     }
     const float inv = 1.0f / sum;
     for (int t = 0; t < w.len; ++t) s[t] *= inv;
+    if (w.lse != nullptr) w.lse[h] = max_score + std::log(sum);
   }
   std::memset(w.out, 0, sizeof(float) * w.heads * d);
   for (int t = 0; t < w.len; ++t) {
