@@ -104,6 +104,7 @@ int Run(const BenchOptions& o) {
   FileEnvOptions options;
   options.kind = o.env == "pread" ? FileEnvKind::kPread : FileEnvKind::kUring;
   options.queue_depth = o.depth;
+  options.read_queue_depth = o.depth;
   options.max_request_bytes = block;
   options.registered_buffers = {{ring.data(), ring_bytes}};
   Result<std::unique_ptr<FileEnv>> env = NewFileEnv(options);

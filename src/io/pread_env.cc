@@ -16,14 +16,14 @@
 namespace strata {
 namespace {
 
-class PreadEnv final : public PosixFileEnv {
+// Threads that move the chunks of one queue, first come first served.
+class PreadPool {
  public:
-  explicit PreadEnv(const FileEnvOptions& options) : max_request_bytes_(options.max_request_bytes) {
-    const int threads = std::max(1, std::min(options.queue_depth, options.pread_threads));
+  explicit PreadPool(int threads) {
     for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
   }
-
-  ~PreadEnv() override {
+  // Finishes the queued chunks, then joins the threads.
+  ~PreadPool() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -32,15 +32,7 @@ class PreadEnv final : public PosixFileEnv {
     for (std::thread& t : workers_) t.join();
   }
 
-  std::string name() const override { return "pread"; }
-
-  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
-                                         const FileOptions& options) override {
-    STRATA_ASSIGN_OR_RETURN(OpenedFd opened, PosixOpen(path, options));
-    return std::unique_ptr<DiskFile>(new PosixFile(path, opened.fd, opened.direct));
-  }
-  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
-    std::vector<IoChunk> chunks = PrepareChunks(requests, max_request_bytes_, event);
+  void Submit(const std::vector<IoChunk>& chunks) {
     if (chunks.empty()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -77,12 +69,44 @@ class PreadEnv final : public PosixFileEnv {
     return Status::Ok();
   }
 
-  const size_t max_request_bytes_;
   std::mutex mu_;
   std::condition_variable ready_;
   std::deque<IoChunk> queue_;
   bool stop_ = false;
   std::vector<std::thread> workers_;
+};
+
+// Reads and writes have a pool each, as the io_uring env has a ring each: a write never waits
+// for a thread behind queued reads.
+class PreadEnv final : public PosixFileEnv {
+ public:
+  explicit PreadEnv(const FileEnvOptions& options)
+      : max_request_bytes_(options.max_request_bytes),
+        reads_(Threads(options.read_queue_depth, options.pread_threads)),
+        writes_(Threads(options.queue_depth, options.pread_threads)) {}
+
+  std::string name() const override { return "pread"; }
+
+  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
+                                         const FileOptions& options) override {
+    STRATA_ASSIGN_OR_RETURN(OpenedFd opened, PosixOpen(path, options));
+    return std::unique_ptr<DiskFile>(new PosixFile(path, opened.fd, opened.direct));
+  }
+  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
+    std::vector<IoChunk> reads, writes;
+    for (const IoChunk& c : PrepareChunks(requests, max_request_bytes_, event)) {
+      (c.op == IoOp::kRead ? reads : writes).push_back(c);
+    }
+    reads_.Submit(reads);
+    writes_.Submit(writes);
+  }
+
+ private:
+  static int Threads(int depth, int most) { return std::max(1, std::min(depth, most)); }
+
+  const size_t max_request_bytes_;
+  PreadPool reads_;
+  PreadPool writes_;
 };
 
 }  // namespace

@@ -8,7 +8,9 @@
 
 namespace strata {
 
-// Threads = min(options.queue_depth, options.pread_threads), at least 1. Never fails.
+// Two pools, one for reads and one for writes (a write never waits for a thread behind reads):
+// min(options.read_queue_depth, options.pread_threads) and min(options.queue_depth,
+// options.pread_threads) threads, at least 1 each. Never fails.
 std::unique_ptr<FileEnv> NewPreadEnv(const FileEnvOptions& options);
 
 }  // namespace strata

@@ -63,7 +63,8 @@ class MemoryTiers {
   std::string file_env_name() const;
 
   // Reads every piece from the scratch file through `ring` (4 KiB-aligned, a multiple of 4 KiB):
-  // pieces adjacent in the file are read together in aligned requests, then copied out.
+  // pieces adjacent in the file, or at most 64 KiB apart, are read together in aligned requests
+  // (the bytes between them land in the ring and are dropped), then copied out.
   Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
   // ReadDisk from the weight file instead. REQUIRES: Create() was given one.
   Status ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;

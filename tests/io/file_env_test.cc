@@ -1,11 +1,19 @@
 // Every FileEnv implementation moves the same bytes: round trips, many requests per event,
-// registered buffers, alignment errors and reads past the end, for io_uring, pread and memory.
+// registered buffers, alignment errors and reads past the end, for io_uring, pread and memory;
+// and, for io_uring, writes that do not queue behind reads.
 #include "src/io/file_env.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -45,6 +53,7 @@ class FileEnvTest : public ::testing::TestWithParam<std::string> {
   virtual FileEnvOptions Options() const {
     FileEnvOptions o;
     o.queue_depth = 4;  // small, so that submitters block for room
+    o.read_queue_depth = 4;
     o.max_request_bytes = 256 << 10;
     return o;
   }
@@ -182,6 +191,55 @@ TEST_P(PosixEnvTest, BufferedFileWithAnUnalignedEndReportsAShortRead) {
 
 INSTANTIATE_TEST_SUITE_P(OsEnvs, PosixEnvTest, ::testing::Values("io_uring", "pread"),
                          [](const auto& info) { return info.param; });
+
+// The io_uring env's reads and writes have rings of their own: with the read ring's only entry
+// (both depths 1) held by a read that cannot finish (a FIFO nobody writes to yet), a write to
+// another file still completes. The write is submitted from a thread of its own, so that a
+// shared ring would block that thread, not the test; the FIFO is fed either way so that the
+// read ends. (The pread env cannot read a FIFO at all: pread(2) answers ESPIPE.)
+TEST(FileEnvQueuesTest, AWriteDoesNotWaitBehindABlockedRead) {
+  const std::string dir = FreshDir().string();
+  FileEnvOptions o;
+  o.read_queue_depth = 1;
+  o.queue_depth = 1;
+  std::unique_ptr<FileEnv> env = MakeEnv("io_uring", o);
+  ASSERT_NE(env, nullptr);
+  const std::string fifo_path = dir + "/fifo";
+  ASSERT_EQ(::mkfifo(fifo_path.c_str(), 0600), 0) << std::strerror(errno);
+  Result<std::unique_ptr<DiskFile>> fifo =
+      env->Open(fifo_path, {FileMode::kReadWrite, /*direct=*/false});
+  ASSERT_TRUE(fifo.ok()) << fifo.status().ToString();
+  Result<std::unique_ptr<DiskFile>> data = env->Open(dir + "/data", {FileMode::kCreate});
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  constexpr size_t kBytes = 4096;
+  AlignedBuffer in = Buffer(kBytes), out = Buffer(kBytes);
+  FillPattern(out.data(), kBytes, 6);
+  const int feed = ::open(fifo_path.c_str(), O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(feed, 0) << std::strerror(errno);
+
+  IoEvent read_done, write_done;
+  std::atomic<bool> write_submitted{false};
+  IoRequest read{IoOp::kRead, fifo->get(), 0, kBytes, in.data()};
+  env->Submit({&read, 1}, &read_done);
+  std::thread writer([&] {
+    IoRequest write{IoOp::kWrite, data->get(), 0, kBytes, out.data()};
+    env->Submit({&write, 1}, &write_done);
+    write_submitted = true;
+  });
+  const auto written = [&] { return write_submitted && write_done.Done(); };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!written() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool write_finished_first = written() && !read_done.Done();
+  EXPECT_EQ(::write(feed, out.data(), kBytes), static_cast<ssize_t>(kBytes));
+  ::close(feed);
+  writer.join();
+  EXPECT_TRUE(read_done.Wait().ok());
+  EXPECT_TRUE(write_done.Wait().ok());
+  EXPECT_TRUE(write_finished_first) << "the write waited for the read's queue entry";
+  EXPECT_EQ(FirstMismatch(in.data(), kBytes, 6), kBytes);
+}
 
 // Registered (fixed) buffers, unregistered buffers and the pread pool all see the same bytes,
 // whichever engine wrote them.

@@ -1,0 +1,86 @@
+// MemoryTiers' disk reads: pieces close together in the file are read in one request (the bytes
+// between them dropped), pieces far apart in their own, and every piece gets its own bytes.
+#include "src/memory/memory_tiers.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "tests/io/io_test_util.h"
+
+namespace strata {
+namespace {
+
+using io_testing::FillPattern;
+using io_testing::FirstMismatch;
+
+// Passes everything to `base`, counting the read requests submitted.
+class ReadCountingEnv final : public FileEnv {
+ public:
+  ReadCountingEnv(std::unique_ptr<FileEnv> base, std::atomic<int>* reads)
+      : base_(std::move(base)), reads_(reads) {}
+  std::string name() const override { return base_->name(); }
+  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
+                                         const FileOptions& options) override {
+    return base_->Open(path, options);
+  }
+  Status Remove(const std::string& path) override { return base_->Remove(path); }
+  Status Allocate(DiskFile* file, uint64_t bytes) override { return base_->Allocate(file, bytes); }
+  Result<uint64_t> Size(DiskFile* file) override { return base_->Size(file); }
+  Status Sync(DiskFile* file) override { return base_->Sync(file); }
+  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
+    for (const IoRequest& r : requests) *reads_ += r.op == IoOp::kRead ? 1 : 0;
+    base_->Submit(requests, event);
+  }
+
+ private:
+  std::unique_ptr<FileEnv> base_;
+  std::atomic<int>* reads_;
+};
+
+TEST(MemoryTiersTest, ReadsJoinPiecesUpTo64KiBApartAndKeepTheOthersApart) {
+  constexpr uint64_t kExtentBytes = 1 << 20;
+  TierLayout layout;
+  const Extent extent =
+      layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, "cache", kExtentBytes, kDirectIoAlignment);
+  std::atomic<int> reads{0};
+  MemoryTiersOptions o;
+  o.offload_dir = ::testing::TempDir();
+  o.wrap_file_env = [&](std::unique_ptr<FileEnv> base) {
+    return std::make_unique<ReadCountingEnv>(std::move(base), &reads);
+  };
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, o);
+  ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+  Result<AlignedBuffer> file_bytes = AlignedBuffer::Allocate(kExtentBytes);
+  Result<AlignedBuffer> ring = AlignedBuffer::Allocate(256 << 10);
+  ASSERT_TRUE(file_bytes.ok() && ring.ok());
+  FillPattern(file_bytes->data(), kExtentBytes, 7);
+  ASSERT_TRUE((*tiers)->TransferExtent(IoOp::kWrite, extent, file_bytes->data()).ok());
+
+  // Rows of 18 KiB with 16 KiB filled (gaps under a page) and a piece 40 KiB after them: one
+  // request for [0, 100 KiB). A piece whose page begins 68 KiB after that, and one far on: one
+  // request each.
+  struct Span {
+    uint64_t offset, bytes;
+  };
+  const std::vector<Span> spans = {
+      {0, 16 << 10},    {18 << 10, 16 << 10},      {36 << 10, 16 << 10},
+      {92 << 10, 5000}, {(168 << 10) + 100, 3000}, {600 << 10, 30 << 10}};
+  std::vector<std::vector<uint8_t>> got(spans.size());
+  std::vector<DiskPiece> pieces;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    got[i].assign(spans[i].bytes, 0);
+    pieces.push_back({extent.offset + spans[i].offset, got[i].data(), spans[i].bytes});
+  }
+  ASSERT_TRUE((*tiers)->ReadDisk(pieces, ring->span()).ok());
+  EXPECT_EQ(reads.load(), 3);
+  for (size_t i = 0; i < spans.size(); ++i) {
+    EXPECT_EQ(FirstMismatch(got[i].data(), spans[i].bytes, 7, spans[i].offset), spans[i].bytes)
+        << "piece " << i;
+  }
+}
+
+}  // namespace
+}  // namespace strata
