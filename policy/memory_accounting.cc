@@ -31,6 +31,8 @@ struct Shape {
   int64_t kv_prefill_bytes;       // 4-bit cache: a sequence's prompt keys and values
   int64_t kv_smoothing_bytes;     // smoothed keys: fp32 mean and scale per (layer, sequence,
                                   // KV head) of the block
+  int64_t kv_exact_bytes;         // exact tokens: fp32 keys and values of the sink and window of
+                                  // every (layer, sequence, KV head) of the block
   int64_t cpu_attention_workspace_bytes;  // one of the two buffers
 };
 
@@ -72,6 +74,10 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
   if (p.compress_cache) s.kv_prefill_bytes = 2 * s.kv_heads * s.prompt * s.head_dim * s.act_bytes;
   if (p.smooth_keys()) {
     s.kv_smoothing_bytes = 2 * int64_t{m.num_layers} * s.gbs * s.nb * s.kv_heads * s.head_dim * 4;
+  }
+  if (p.exact_tokens()) {
+    s.kv_exact_bytes = 2 * int64_t{m.num_layers} * s.gbs * s.nb * s.kv_heads *
+                       (p.cache_sink + p.cache_window) * s.head_dim * 4;
   }
   // Queries and outputs of one micro-batch's decode step.
   s.cpu_attention_workspace_bytes = 2 * s.gbs * s.heads * s.head_dim * s.act_bytes;
@@ -242,6 +248,7 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   AddBuffer(mem, "expanded_weights", Tier::kGpu, s.expanded_weight_bytes, 1, false);
   AddBuffer(mem, "kv_prefill", Tier::kGpu, s.kv_prefill_bytes, 1, false);
   AddBuffer(mem, "kv_smoothing", Tier::kGpu, s.kv_smoothing_bytes, 1, false);
+  AddBuffer(mem, "kv_exact", Tier::kGpu, s.kv_exact_bytes, 1, false);
 
   for (const TierBytes* row : {&mem.weight_bytes, &mem.kv_cache_bytes, &mem.activation_bytes,
                                &mem.staging_bytes, &mem.workspace_bytes, &mem.alignment_bytes}) {
@@ -281,7 +288,8 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
       .Add(kCacheDisk, 2 * s.kv_rows * kv_staging_row);
   gpu.Add(kActivationCpu, act_slots).Add(kActivationDisk, act_slots);
   gpu.constant = double(s.transformer_workspace_bytes) + s.logits_bytes + s.last_hidden_bytes +
-                 s.expanded_weight_bytes + s.kv_prefill_bytes + s.kv_smoothing_bytes;
+                 s.expanded_weight_bytes + s.kv_prefill_bytes + s.kv_smoothing_bytes +
+                 s.kv_exact_bytes;
 
   LinearForm& cpu = lm.cpu_bytes;
   cpu.Add(kWeightCpu, weights).Add(kCacheCpu, kv).Add(kActivationCpu, act);

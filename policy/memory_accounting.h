@@ -31,6 +31,10 @@
 //                     kv_smoothing     smoothed 4-bit keys: the fp32 channel mean and scale of
 //                                     every (layer, sequence of the block, KV head), 2 x head_dim
 //                                     floats each, resident where the layers compute;
+//                     kv_exact         exact tokens of the 4-bit cache (plan cache_sink and
+//                                     cache_window): fp32 keys and values of each (layer,
+//                                     sequence of the block, KV head)'s sink and window rows,
+//                                     resident where the layers compute;
 //               CPU:  cpu_attention_workspace  CPU attention: 2 x queries and outputs of one
 //                                     micro-batch's decode step;
 //   alignment   padding of the layout: arena reservations at kLayoutArenaAlignment, disk extents (each

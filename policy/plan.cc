@@ -68,6 +68,15 @@ Status Plan::Validate() const {
   STRATA_RETURN_IF_ERROR(CheckFamily("weight", weight_gpu_percent, weight_cpu_percent));
   STRATA_RETURN_IF_ERROR(CheckFamily("cache", cache_gpu_percent, cache_cpu_percent));
   STRATA_RETURN_IF_ERROR(CheckFamily("activation", activation_gpu_percent, activation_cpu_percent));
+  if (cache_sink < 0 || cache_window < 0) {
+    return Status::InvalidArgument("cache_sink and cache_window count tokens kept exact and "
+                                   "must be at least 0, got " + std::to_string(cache_sink) +
+                                   " and " + std::to_string(cache_window));
+  }
+  if (!compress_cache && cache_sink + cache_window > 0) {
+    return Status::InvalidArgument("cache_sink and cache_window keep tokens of the 4-bit cache "
+                                   "exact; they need compress_cache (--compress-cache)");
+  }
   return Status::Ok();
 }
 
@@ -81,8 +90,12 @@ std::string PlanToString(const Plan& plan) {
   out << "  attention    " << (plan.cpu_attention ? "CPU over the non-GPU cache" : "GPU") << "\n";
   out << "  compression  weights " << (plan.compress_weight ? "4-bit" : "off") << ", KV cache "
       << (plan.compress_cache ? std::string("4-bit, ") + CacheKeysName(plan.cache_keys) + " keys"
-                              : std::string("off"))
-      << "\n";
+                              : std::string("off"));
+  if (plan.exact_tokens()) {
+    out << ", first " << plan.cache_sink << " and last " << plan.cache_window
+        << " tokens exact";
+  }
+  out << "\n";
   out << "  overlap      " << (plan.overlap ? "on" : "off") << "\n";
   return out.str();
 }
@@ -98,6 +111,10 @@ std::string PlanToFlexGenFlags(const Plan& plan) {
   if (plan.compress_cache) out << " --compress-cache";
   if (plan.compress_cache && plan.cache_keys != Plan{}.cache_keys) {
     out << " --cache-keys " << CacheKeysName(plan.cache_keys);
+  }
+  if (plan.compress_cache && plan.cache_sink != 0) out << " --cache-sink " << plan.cache_sink;
+  if (plan.compress_cache && plan.cache_window != 0) {
+    out << " --cache-window " << plan.cache_window;
   }
   if (!plan.overlap) out << " --no-overlap";
   return out.str();
@@ -138,8 +155,10 @@ std::string PlanToYaml(const Plan& plan) {
       << "cpu_attention: " << b(plan.cpu_attention) << "\n"
       << "compress_weight: " << b(plan.compress_weight) << "\n"
       << "compress_cache: " << b(plan.compress_cache) << "\n"
-      << "cache_keys: " << CacheKeysName(plan.cache_keys) << "\n"
-      << "overlap: " << b(plan.overlap) << "\n";
+      << "cache_keys: " << CacheKeysName(plan.cache_keys) << "\n";
+  if (plan.cache_sink != 0) out << "cache_sink: " << plan.cache_sink << "\n";
+  if (plan.cache_window != 0) out << "cache_window: " << plan.cache_window << "\n";
+  out << "overlap: " << b(plan.overlap) << "\n";
   return out.str();
 }
 
@@ -159,6 +178,8 @@ Result<Plan> ParsePlanYaml(const std::string& text, const std::string& origin) {
   reader.Bool("compress_cache", &plan.compress_cache);
   std::string keys;
   reader.String("cache_keys", &keys);
+  reader.OptionalInt("cache_sink", &plan.cache_sink, 0);
+  reader.OptionalInt("cache_window", &plan.cache_window, 0);
   reader.Bool("overlap", &plan.overlap);
   STRATA_RETURN_IF_ERROR(reader.Finish());
   Result<CacheKeys> cache_keys = ParseCacheKeys(keys);

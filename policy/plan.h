@@ -37,6 +37,10 @@ struct Plan {
   bool compress_weight = false;  // weights stored 4-bit group-wise (group 64), expanded per layer
   bool compress_cache = false;   // KV cache stored 4-bit (kernels/kv_q4_format.h)
   CacheKeys cache_keys = CacheKeys::kSmoothed;  // how that cache stores keys; unused without it
+  // With compress_cache: each sequence's first cache_sink real tokens and its cache_window most
+  // recent ones also kept exact, in fp32 (KvCacheOptions' exact_sink and exact_window).
+  int cache_sink = 0;
+  int cache_window = 0;
   bool overlap = true;           // loads, compute and stores run on overlapped lanes
 
   int weight_disk_percent() const { return 100 - weight_gpu_percent - weight_cpu_percent; }
@@ -46,6 +50,7 @@ struct Plan {
   }
   bool rotate_keys() const { return compress_cache && cache_keys != CacheKeys::kPlain; }
   bool smooth_keys() const { return compress_cache && cache_keys == CacheKeys::kSmoothed; }
+  bool exact_tokens() const { return compress_cache && cache_sink + cache_window > 0; }
   // Sequences per block.
   int64_t block_size() const { return static_cast<int64_t>(gpu_batch_size) * num_gpu_batches; }
 
@@ -63,7 +68,8 @@ std::string PlanToString(const Plan& plan);
 
 // FlexGen's command-line form: "--percent WG WC CG CC AG AC --gpu-batch-size N
 // --num-gpu-batches K" followed by the flags that are on ("--cpu-attention", "--compress-weight",
-// "--compress-cache" with "--cache-keys NAME" when not the default, "--no-overlap").
+// "--compress-cache" with "--cache-keys NAME" when not the default and "--cache-sink S",
+// "--cache-window R" when not 0, "--no-overlap").
 std::string PlanToFlexGenFlags(const Plan& plan);
 
 // Builds a plan from FlexGen's six percents (weights, cache, activations on GPU then CPU) and
@@ -73,7 +79,8 @@ Result<Plan> PlanFromFlexGenPercent(const std::vector<int>& percent, int gpu_bat
                                     int num_gpu_batches);
 
 // YAML with one key per field, named as the fields are. Every key is required when loading, so
-// a plan file says everything it means; unknown keys are errors.
+// a plan file says everything it means, except cache_sink and cache_window: written only when not
+// 0 and 0 when absent (plan files older than them load unchanged); unknown keys are errors.
 std::string PlanToYaml(const Plan& plan);
 Result<Plan> ParsePlanYaml(const std::string& text, const std::string& origin);
 Result<Plan> LoadPlanYaml(const std::string& path);

@@ -76,10 +76,56 @@ void MergeChunks(const float* part, const float* lse, int chunks, int heads, int
   }
 }
 
+// The exact part of work item `i` (sequence b): softmax attention of qs over the rows of
+// `exact` for the sequence's exact tokens below cache_len, normalized into out[heads, d] with
+// its log Σ exp(score) per head in lse[heads] (-inf, and a zero output, when there are none).
+void AttendExact(const DecodeAttentionQ4Shape& s, const Q4ExactRows& exact, long i, int first,
+                 int window_begin, const float* qs, int heads, float* scores, float* out,
+                 float* lse) {
+  const int d = s.head_dim;
+  const int rows = exact.sink + exact.window;
+  const long base = i * rows * d;
+  const int sink_len = std::clamp(s.cache_len - first, 0, exact.sink);
+  const int len = sink_len + std::max(0, s.cache_len - window_begin);
+  std::memset(out, 0, sizeof(float) * heads * d);
+  if (len == 0) {
+    std::fill(lse, lse + heads, -INFINITY);
+    return;
+  }
+  // The row of the t-th exact token: the sink's in order, then the window's.
+  auto row_of = [&](int t) {
+    if (t < sink_len) return base + static_cast<long>(t) * d;
+    const int token = window_begin + (t - sink_len) - first;
+    return base + static_cast<long>(exact.sink + token % exact.window) * d;
+  };
+  for (int h = 0; h < heads; ++h) {
+    const float* qh = qs + static_cast<long>(h) * d;
+    float top = -INFINITY;
+    for (int t = 0; t < len; ++t) {
+      const float* key = exact.keys + row_of(t);
+      float dot = 0.0f;
+      for (int x = 0; x < d; ++x) dot += qh[x] * key[x];
+      scores[t] = dot;
+      top = std::max(top, dot);
+    }
+    float sum = 0.0f;
+    float* o = out + static_cast<long>(h) * d;
+    for (int t = 0; t < len; ++t) {
+      const float p = std::exp(scores[t] - top);
+      sum += p;
+      const float* value = exact.values + row_of(t);
+      for (int x = 0; x < d; ++x) o[x] += p * value[x];
+    }
+    for (int x = 0; x < d; ++x) o[x] /= sum;
+    lse[h] = top + std::log(sum);
+  }
+}
+
 }  // namespace
 
 void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheView k,
-                       Q4CacheView v, const int* start, float* out, Q4Isa isa) {
+                       Q4CacheView v, const int* start, float* out, Q4Isa isa,
+                       const Q4ExactRows* exact) {
   const int d = s.head_dim;
   const int heads = s.num_heads / s.num_kv_heads;
   const int groups = d / Q4Group(d);
@@ -94,8 +140,10 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
     default:
       break;
   }
+  const bool has_exact = exact != nullptr && exact->sink + exact->window > 0;
   // Work items are (sequence, KV head) pairs. With fewer of them than threads, each is split into
-  // `chunks` token ranges (flash-decoding across threads), merged by their log-sum-exp.
+  // `chunks` token ranges (flash-decoding across threads); with exact tokens, one more part
+  // attends to those. The parts are merged by their log-sum-exp.
   const long items = static_cast<long>(s.batch) * s.num_kv_heads;
   const long threads = CpuThreads();
   int chunks = 1;
@@ -103,29 +151,37 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
     const long wanted = (threads + items - 1) / items;
     chunks = static_cast<int>(std::max(1L, std::min<long>(wanted, s.cache_len / kMinSplitTokens)));
   }
+  const int parts = chunks + (has_exact ? 1 : 0);
   const int span_max = (s.cache_len + chunks - 1) / chunks;
   std::vector<float> part, lse;
-  if (chunks > 1) {
-    part.resize(static_cast<size_t>(items) * chunks * heads * d);
-    lse.resize(static_cast<size_t>(items) * chunks * heads);
+  if (parts > 1) {
+    part.resize(static_cast<size_t>(items) * parts * heads * d);
+    lse.resize(static_cast<size_t>(items) * parts * heads);
   }
 #pragma omp parallel
   {
     std::vector<float> qs(static_cast<size_t>(heads) * d);
     std::vector<float> qsum(static_cast<size_t>(heads) * groups);
     std::vector<q4::ScratchLine> scratch(q4::ScratchLayout(heads, d, span_max).total / 16);
+    std::vector<float> scores;
 #pragma omp for schedule(dynamic, 1)
-    for (long j = 0; j < items * chunks; ++j) {
-      const long i = j / chunks;
-      const int c = static_cast<int>(j % chunks);
+    for (long j = 0; j < items * parts; ++j) {
+      const long i = j / parts;
+      const int c = static_cast<int>(j % parts);
       const int b = static_cast<int>(i / s.num_kv_heads);
       const long head0 = i * heads;  // == b * num_heads + kv_head * heads
-      float* o = chunks == 1 ? out + head0 * d : part.data() + j * heads * d;
-      float* range_lse = chunks == 1 ? nullptr : lse.data() + j * heads;
+      float* o = parts == 1 ? out + head0 * d : part.data() + j * heads * d;
+      float* range_lse = parts == 1 ? nullptr : lse.data() + j * heads;
+      // The 4-bit slots: all of the sequence's, or those between its exact sink and window.
       const int first = start[b];
-      const int span = (s.cache_len - first + chunks - 1) / chunks;
-      const int lo = first + c * span, hi = std::min(s.cache_len, lo + span);
-      if (hi <= lo) {  // all padding, or an empty range of a short sequence
+      int quant_lo = first, quant_hi = s.cache_len;
+      if (has_exact) {
+        quant_lo = std::min(first + exact->sink, s.cache_len);
+        quant_hi = std::max(quant_lo, s.cache_len - exact->window);
+      }
+      const int span = (quant_hi - quant_lo + chunks - 1) / chunks;
+      const int lo = quant_lo + c * span, hi = std::min(quant_hi, lo + span);
+      if (c < chunks && hi <= lo) {  // all padding, or an empty range
         std::memset(o, 0, sizeof(float) * heads * d);
         if (range_lse != nullptr) std::fill(range_lse, range_lse + heads, -INFINITY);
         continue;
@@ -133,6 +189,11 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       std::memcpy(qs.data(), q + head0 * d, sizeof(float) * heads * d);
       if (s.keys_rotated) HadamardRotate(qs.data(), heads, d);
       for (float& x : qs) x *= s.scale;
+      if (c == chunks) {
+        scores.resize(static_cast<size_t>(exact->sink + exact->window));
+        AttendExact(s, *exact, i, first, quant_hi, qs.data(), heads, scores.data(), o, range_lse);
+        continue;
+      }
       for (int g = 0; g < heads * groups; ++g) {
         const float* x = qs.data() + static_cast<long>(g) * (d / groups);
         qsum[static_cast<size_t>(g)] = std::accumulate(x, x + d / groups, 0.0f);
@@ -154,7 +215,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       attend(w);
     }
   }
-  if (chunks == 1) return;
+  if (parts == 1) return;
   for (long i = 0; i < items; ++i) {
     const int b = static_cast<int>(i / s.num_kv_heads);
     float* o = out + i * heads * d;
@@ -162,7 +223,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       std::memset(o, 0, sizeof(float) * heads * d);
       continue;
     }
-    MergeChunks(part.data() + i * chunks * heads * d, lse.data() + i * chunks * heads, chunks,
+    MergeChunks(part.data() + i * parts * heads * d, lse.data() + i * parts * heads, parts,
                 heads, d, o);
   }
 }

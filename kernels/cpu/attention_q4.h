@@ -50,10 +50,26 @@ struct DecodeAttentionQ4Shape {
                               // rotates each query the same way before its dot products
 };
 
+// Tokens of each sequence kept exact next to the 4-bit cache (kernels/cpu/kv_q4_exact.h): its
+// first `sink` real tokens and its `window` most recent ones, as fp32 rows
+// [batch, num_kv_heads, sink + window, head_dim] for keys and again for values (keys in the
+// space the 4-bit keys are in: smoothed and rotated like them, not quantized). Token i of a
+// sequence (slot start[b] + i) sits at row i when i < sink, and at row sink + i % window
+// otherwise. With sink + window > 0, decode attention reads those tokens from these rows and only
+// the others from the 4-bit planes, merging both by their log-sum-exp.
+struct Q4ExactRows {
+  int sink = 0;
+  int window = 0;
+  const float* keys = nullptr;
+  const float* values = nullptr;
+};
+
 // REQUIRES: head_dim valid for the format (and a power of two when keys_rotated); num_heads a
 // multiple of num_kv_heads; 1 <= cache_len <= max_len; 0 <= start[b]. `isa` must be available.
+// `exact`, when given, holds rows for every exact token below cache_len (the query's included).
 // Thread-safe; uses the OpenMP thread count (kernels/cpu/threads.h).
 void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheView k,
-                       Q4CacheView v, const int* start, float* out, Q4Isa isa = Q4Isa::kAuto);
+                       Q4CacheView v, const int* start, float* out, Q4Isa isa = Q4Isa::kAuto,
+                       const Q4ExactRows* exact = nullptr);
 
 }  // namespace strata::kernels::cpu

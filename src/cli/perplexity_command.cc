@@ -113,6 +113,14 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
                   "equalized per sequence and KV head with the prompt's statistics, exact, then "
                   "rotated; the default), rotated (Walsh-Hadamard rotated) or plain (FlexGen's "
                   "groups)");
+  cmd->add_option("--cache-sink", o->cache_sink,
+                  "With --compress-cache: each window's first N tokens also kept exact (fp32) "
+                  "for decode attention")
+      ->capture_default_str();
+  cmd->add_option("--cache-window", o->cache_window,
+                  "With --compress-cache: each window's N most recent tokens also kept exact "
+                  "(fp32) for decode attention")
+      ->capture_default_str();
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   return cmd;
 }
@@ -124,6 +132,20 @@ int PerplexityCommand(const PerplexityOptions& o) {
   }
   Result<CacheKeys> keys = ParseCacheKeys(o.cache_keys.empty() ? "smoothed" : o.cache_keys);
   if (!keys.ok()) return Fail(keys.status().WithContext("--cache-keys"));
+  if ((o.cache_sink != 0 || o.cache_window != 0) && !o.compress_cache) {
+    return Fail(Status::InvalidArgument(
+        "--cache-sink and --cache-window keep tokens of the 4-bit cache exact: add "
+        "--compress-cache"));
+  }
+  if (o.cache_sink < 0 || o.cache_window < 0) {
+    return Fail(Status::InvalidArgument("--cache-sink and --cache-window count tokens and must "
+                                        "be at least 0"));
+  }
+  if (o.cache_sink + o.cache_window > o.window) {
+    return Fail(Status::InvalidArgument(
+        "--cache-sink + --cache-window exceed --window " + std::to_string(o.window) +
+        ", so every token would be kept exact: lower them or drop --compress-cache"));
+  }
   if (o.window < o.prompt + 2) {
     return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
                                         " leaves nothing to score after --prompt " +
@@ -151,6 +173,8 @@ int PerplexityCommand(const PerplexityOptions& o) {
   cache_options.compress = o.compress_cache;
   cache_options.rotate_keys = o.compress_cache && *keys != CacheKeys::kPlain;
   cache_options.smooth_keys = o.compress_cache && *keys == CacheKeys::kSmoothed;
+  cache_options.exact_sink = o.cache_sink;
+  cache_options.exact_window = o.cache_window;
   if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
 
   const Tokenizer& tok = **tokenizer;

@@ -7,7 +7,8 @@
 // the log-probability the model gave it, so every scored token attends to its window's earlier
 // tokens through the KV cache in the chosen format, as a generated token would; with
 // smoothed keys (--cache-keys smoothed, the default with --compress-cache) the prompt's keys fit
-// the smoothing, as in a run. Windows shorter than
+// the smoothing, as in a run; --cache-sink and --cache-window keep each window's first and most
+// recent tokens exact, as in a run. Windows shorter than
 // --prompt + 2 tokens are skipped. Prints the perplexity exp(mean negative log-likelihood) and
 // the number of scored tokens.
 #pragma once
@@ -29,6 +30,8 @@ struct PerplexityOptions {
   int prompt = 64;               // tokens per window fed as one prefill step, not scored
   std::string cache_keys;        // with compress_cache: how keys are stored, plain, rotated or
                                  // smoothed (policy/plan.h CacheKeys); empty: smoothed
+  int cache_sink = 0;            // with compress_cache: each window's first tokens kept exact
+  int cache_window = 0;          // with compress_cache: its most recent tokens kept exact
   bool compress_weight = false;  // 4-bit weights (group 64 along the input dim), expanded to fp32
 };
 

@@ -63,8 +63,13 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
 }
 
 // --cache-keys as the plan's CacheKeys (the plan's default when not given). Errors name the flag:
-// a value other than plain, rotated or smoothed, or the flag without --compress-cache.
+// a value other than plain, rotated or smoothed, or the flag (or --cache-sink, --cache-window)
+// without --compress-cache.
 Result<CacheKeys> CacheKeysFromFlag(const PlanOptions& o) {
+  if ((o.cache_sink != 0 || o.cache_window != 0) && !o.compress_cache) {
+    return Status::InvalidArgument("--cache-sink and --cache-window keep tokens of the 4-bit "
+                                   "cache exact: add --compress-cache (with --percent)");
+  }
   if (o.cache_keys.empty()) return Plan{}.cache_keys;
   if (!o.compress_cache) {
     return Status::InvalidArgument(
@@ -85,7 +90,10 @@ Result<Plan> GivenPlan(const PlanOptions& o, CacheKeys cache_keys) {
     plan.compress_weight = o.compress_weight;
     plan.compress_cache = o.compress_cache;
     plan.cache_keys = cache_keys;
+    plan.cache_sink = o.cache_sink;
+    plan.cache_window = o.cache_window;
     plan.overlap = !o.no_overlap;
+    STRATA_RETURN_IF_ERROR(plan.Validate());
     return plan;
   }
   return LoadPlanYaml(o.policy);
@@ -221,6 +229,8 @@ nlohmann::ordered_json PlanJson(const Plan& p) {
           {"compress_cache", p.compress_cache},
           {"cache_keys", p.compress_cache ? nlohmann::ordered_json(CacheKeysName(p.cache_keys))
                                           : nlohmann::ordered_json()},
+          {"cache_sink", p.cache_sink},
+          {"cache_window", p.cache_window},
           {"overlap", p.overlap},
           {"flexgen_flags", PlanToFlexGenFlags(p)}};
 }
@@ -328,6 +338,12 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_option("--cache-keys", o->cache_keys,
                   "With --compress-cache: how keys are stored: smoothed (the default), rotated or "
                   "plain (as strata run --cache-keys)");
+  cmd->add_option("--cache-sink", o->cache_sink,
+                  "With --compress-cache: each sequence's first N tokens kept exact (as strata "
+                  "run --cache-sink)");
+  cmd->add_option("--cache-window", o->cache_window,
+                  "With --compress-cache: each sequence's N most recent tokens kept exact (as "
+                  "strata run --cache-window)");
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
   cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")

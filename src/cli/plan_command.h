@@ -31,6 +31,8 @@ struct PlanOptions {
   bool compress_cache = false;
   std::string cache_keys;  // with compress_cache: plain, rotated or smoothed (policy/plan.h
                            // CacheKeys); empty: the plan's default (smoothed)
+  int cache_sink = 0;      // with compress_cache: tokens kept exact (policy/plan.h)
+  int cache_window = 0;
   bool no_overlap = false;
   bool no_compression = false;    // search: never compress
   bool no_cpu_attention = false;  // search: never delegate attention to the CPU

@@ -16,7 +16,8 @@ namespace strata {
 
 bool PolicyFlags::explicit_plan() const {
   return policy != "auto" || !percent.empty() || gpu_batch_size > 0 || num_gpu_batches > 0 ||
-         cpu_attention || compress_cache || !cache_keys.empty() || compress_weight;
+         cpu_attention || compress_cache || !cache_keys.empty() || cache_sink != 0 ||
+         cache_window != 0 || compress_weight;
 }
 
 bool PolicyFlags::any() const {
@@ -125,6 +126,12 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
                   "With --compress-cache: how keys are stored: smoothed (per-sequence channel "
                   "smoothing, then rotated; the default, closest to fp32), rotated "
                   "(Walsh-Hadamard rotated) or plain (FlexGen's groups)");
+  cmd->add_option("--cache-sink", f->cache_sink,
+                  "With --compress-cache: also keep each sequence's first N tokens exact (fp32) "
+                  "for decode attention (default 0)");
+  cmd->add_option("--cache-window", f->cache_window,
+                  "With --compress-cache: also keep each sequence's N most recent tokens exact "
+                  "(fp32) for decode attention (default 0)");
   cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
   cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
                   "Device tier capacity in GiB (0: what the placement needs)");
@@ -159,6 +166,14 @@ Result<Plan> PlanFromFlags(const PolicyFlags& f) {
     Result<CacheKeys> keys = ParseCacheKeys(f.cache_keys);
     if (!keys.ok()) return keys.status().WithContext("--cache-keys");
     plan.cache_keys = *keys;
+  }
+  if (f.cache_sink != 0 || f.cache_window != 0) {
+    if (!plan.compress_cache) {
+      return Status::InvalidArgument("--cache-sink and --cache-window keep tokens of the 4-bit "
+                                     "cache exact: add --compress-cache");
+    }
+    if (f.cache_sink != 0) plan.cache_sink = f.cache_sink;
+    if (f.cache_window != 0) plan.cache_window = f.cache_window;
   }
   if (f.compress_weight) plan.compress_weight = true;
   STRATA_RETURN_IF_ERROR(plan.Validate());

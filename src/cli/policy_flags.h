@@ -31,6 +31,8 @@ struct PolicyFlags {
   bool cpu_attention = false;
   bool compress_cache = false;   // 4-bit KV cache (kernels/kv_q4_format.h)
   std::string cache_keys;        // how it stores keys (policy/plan.h CacheKeys); empty: the plan's
+  int cache_sink = 0;            // tokens kept exact (policy/plan.h); 0: the plan's
+  int cache_window = 0;
   bool compress_weight = false;  // 4-bit weights
   double gpu_mem_gib = 0;     // device tier capacity; 0: what the placement needs
   std::string offload_dir = ".";

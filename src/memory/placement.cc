@@ -61,6 +61,13 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
                                        s.num_micro_batches * c.num_kv_heads * c.head_dim * 4,
                                    kArenaAlignment);
   }
+  if (plan.exact_tokens()) {
+    out.exact = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_exact",
+                               2 * static_cast<uint64_t>(c.num_layers) * s.gpu_batch_size *
+                                   s.num_micro_batches * c.num_kv_heads *
+                                   (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
+                               kArenaAlignment);
+  }
   if (out.rows.off_gpu() == 0) return;
   const bool delegate = plan.cpu_attention;
   out.staging_len = delegate ? s.prompt_len : s.max_len;
@@ -171,6 +178,13 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
     return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; "
                                "this model has " + std::to_string(c.head_dim) +
                                ": use --cache-keys plain");
+  }
+  if (plan.exact_tokens() && plan.cache_sink + plan.cache_window > shape.max_len) {
+    return Status::InvalidArgument(
+        "cache_sink + cache_window (" + std::to_string(plan.cache_sink + plan.cache_window) +
+        ") exceed the " + std::to_string(shape.max_len) +
+        " cache slots per sequence, so every token would be kept exact: lower them or run "
+        "without --compress-cache");
   }
   // The homes alone first, to size the disk ring by the largest disk transfer.
   uint64_t largest_disk = 0;

@@ -86,6 +86,10 @@ struct CachePlacement {
                               // the fp32 channel means then scales, [layers, block, kv_heads,
                               // head_dim] each; fitted at the prefill and kept where the layers
                               // compute (never moved), so only the queries meet them
+  Extent exact;               // GPU, exact tokens (plan.exact_tokens()): kernels/cpu/
+                              // attention_q4.h's Q4ExactRows keys then values, [layers, block,
+                              // kv_heads, sink + window, head_dim] each; written as tokens are
+                              // and never moved, like the smoothing
 };
 
 struct ActivationPlacement {

@@ -140,11 +140,20 @@ void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
 
 void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float* q,
                   const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
-                  float* out) {
+                  float* out, const kernels::cpu::Q4ExactRows* exact) {
   const int kvh = shape.num_kv_heads;
   const int group = shape.num_heads / kvh;
   const int d = shape.head_dim;
   const size_t seq_floats = static_cast<size_t>(shape.num_heads) * d;
+  // The exact rows from row r on.
+  auto exact_from = [&](int r) {
+    if (exact == nullptr) return kernels::cpu::Q4ExactRows{};
+    kernels::cpu::Q4ExactRows e = *exact;
+    const size_t at = static_cast<size_t>(r) * (e.sink + e.window) * d;
+    e.keys += at;
+    e.values += at;
+    return e;
+  };
   int r = row_begin;
   while (r < row_end) {
     const int b = r / kvh;
@@ -153,11 +162,12 @@ void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float
     const kernels::cpu::Q4CacheView v{row.v_codes, row.v_params};
     kernels::cpu::DecodeAttentionQ4Shape s = shape;
     s.max_len = row.stride;
+    const kernels::cpu::Q4ExactRows e = exact_from(r);
     const int seqs = ContiguousSequences(rows, r, row_end, kvh, d);
     if (seqs > 0) {
       s.batch = seqs;
       kernels::cpu::DecodeAttentionQ4(s, q + b * seq_floats, k, v, start + b,
-                                      out + b * seq_floats);
+                                      out + b * seq_floats, kernels::cpu::Q4Isa::kAuto, &e);
       r += seqs * kvh;
       continue;
     }
@@ -166,7 +176,8 @@ void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float
     s.num_heads = group;
     s.num_kv_heads = 1;
     const size_t at = b * seq_floats + static_cast<size_t>(r % kvh) * group * d;
-    kernels::cpu::DecodeAttentionQ4(s, q + at, k, v, start + b, out + at);
+    kernels::cpu::DecodeAttentionQ4(s, q + at, k, v, start + b, out + at,
+                                    kernels::cpu::Q4Isa::kAuto, &e);
     ++r;
   }
 }

@@ -50,9 +50,10 @@ void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
                 float* out, std::vector<float>& scratch);
 
 // AttendRows for a decode step (one token) over 4-bit rows, on the 4-bit codes directly
-// (kernels/cpu/attention_q4.h). `shape`'s batch and max_len are ignored.
+// (kernels/cpu/attention_q4.h). `shape`'s batch and max_len are ignored. `exact`, when given,
+// holds the exact tokens of the whole micro-batch (Q4ExactRows, row r of `rows` at its row r).
 void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float* q,
                   const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
-                  float* out);
+                  float* out, const kernels::cpu::Q4ExactRows* exact = nullptr);
 
 }  // namespace strata

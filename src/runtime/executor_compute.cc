@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
 #include "kernels/cpu/weight_q4.h"
 #include "kernels/kv_q4_format.h"
@@ -222,6 +223,14 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   }
   WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens, first_slot, q4,
               rotate, scratch_);
+  kernels::cpu::Q4ExactRows exact;
+  if (p_.plan.exact_tokens()) {
+    const auto [exact_k, exact_v] = ExactRows(step, block);
+    exact = {p_.plan.cache_sink, p_.plan.cache_window, exact_k, exact_v};
+    kernels::cpu::WriteExactRows(in.batch, kvh, cfg.head_dim, exact.sink, exact.window, k_new,
+                                 buf.v, in.new_tokens, first_slot, in.start.data(), rotate,
+                                 exact_k, exact_v);
+  }
   kernels::cpu::DecodeAttentionQ4Shape q4_shape;
   q4_shape.num_heads = cfg.num_heads;
   q4_shape.num_kv_heads = kvh;
@@ -234,7 +243,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   } else if (step.token == 0) {
     PrefillOnFp32(in, buf, shape);
   } else {
-    AttendRowsQ4(q4_shape, q, rows_, 0, local, in.start.data(), buf.attn);
+    AttendRowsQ4(q4_shape, q, rows_, 0, local, in.start.data(), buf.attn, &exact);
   }
   if (local < rows) {
     // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
@@ -254,7 +263,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     record.AddTransfer(Link::kGpuToCpu, t0, t1,
                        bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
     if (q4) {
-      AttendRowsQ4(q4_shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu);
+      AttendRowsQ4(q4_shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, &exact);
     } else {
       AttendRows(cpu_, shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, scratch_);
     }
@@ -263,6 +272,18 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
   transformer_.AttentionOutput(w, in.batch * in.new_tokens, buf.attn, hidden);
+}
+
+std::pair<float*, float*> BlockCompute::ExactRows(const Step& step, int block) const {
+  const ModelConfig& cfg = model_.config();
+  const int rows = p_.plan.cache_sink + p_.plan.cache_window;
+  const size_t per_sequence = static_cast<size_t>(cfg.num_kv_heads) * rows * cfg.head_dim;
+  const size_t per_layer = static_cast<size_t>(p_.shape.gpu_batch_size) *
+                           p_.shape.num_micro_batches * per_sequence;
+  auto* keys = reinterpret_cast<float*>(tiers_.At(p_.cache.exact)) +
+               static_cast<size_t>(block) * per_layer +
+               static_cast<size_t>(step.micro_batch) * p_.shape.gpu_batch_size * per_sequence;
+  return {keys, keys + static_cast<size_t>(cfg.num_layers) * per_layer};
 }
 
 void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, const float* k,

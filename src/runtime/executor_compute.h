@@ -13,9 +13,14 @@
 // smoothing of each (layer, sequence, KV head) is fitted at the prefill to the prompt's real
 // tokens and stays resident where the layers compute (placement's cache.smoothing); keys are
 // smoothed before they are written (wherever their rows live) and decode queries scaled before
-// they are attended (on the CPU too), so no statistics travel with the cache.
+// they are attended (on the CPU too), so no statistics travel with the cache. Exact tokens
+// (plan.exact_tokens()) are kept the same way: every key and value written is also stored, in
+// the space the 4-bit keys are in, in the micro-batch's exact rows (placement's cache.exact) when
+// its token is in the sequence's sink or window, and decode attention reads those tokens from
+// there (on the CPU too), as KvCache does.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "src/memory/memory_tiers.h"
@@ -59,6 +64,9 @@ class BlockCompute {
   // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into
   // smoothed_k_ and, in a decode step, scales q into scaled_q_.
   void Smooth(const Step& step, int block, const StepInput& in, const float* k, const float* q);
+  // Exact tokens (plan.exact_tokens()): the keys and values of micro-batch step.micro_batch's
+  // exact rows of layer `block` in placement's cache.exact (Q4ExactRows' layout).
+  std::pair<float*, float*> ExactRows(const Step& step, int block) const;
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
   void PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
                      AttentionShape shape);

@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/hadamard.h"
 #include "kernels/cpu/kv_q4.h"
+#include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
 #include "kernels/kv_q4_format.h"
 #include "src/core/check.h"
@@ -33,6 +34,12 @@ KvCache::KvCache(int num_layers, int batch, int num_kv_heads, int max_len, int h
   qk_.assign(static_cast<size_t>(num_layers), planes);
   qv_.assign(static_cast<size_t>(num_layers), planes);
   if (options.smooth_keys) smoothing_.resize(static_cast<size_t>(num_layers));
+  if (options.exact_sink + options.exact_window > 0) {
+    const std::vector<float> rows_of_layer(static_cast<size_t>(k::ExactRowsFloats(
+        batch, num_kv_heads, head_dim, options.exact_sink, options.exact_window)));
+    exact_k_.assign(static_cast<size_t>(num_layers), rows_of_layer);
+    exact_v_.assign(static_cast<size_t>(num_layers), rows_of_layer);
+  }
 }
 
 Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
@@ -41,6 +48,14 @@ Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
   }
   if (options.smooth_keys && !options.compress) {
     return Status::InvalidArgument("smoothed keys need the compressed (4-bit) cache");
+  }
+  if (options.exact_sink < 0 || options.exact_window < 0) {
+    return Status::InvalidArgument("the exact sink and window of the 4-bit cache are token "
+                                   "counts and cannot be negative");
+  }
+  if (options.exact_sink + options.exact_window > 0 && !options.compress) {
+    return Status::InvalidArgument("exact sink and window tokens need the compressed (4-bit) "
+                                   "cache");
   }
   if (options.compress && (head_dim % 2 != 0 || (head_dim > 64 && head_dim % 64 != 0))) {
     return Status::Unsupported(
@@ -61,8 +76,9 @@ uint64_t KvCache::bytes() const {
   const uint64_t smoothing = options_.smooth_keys
                                  ? 2ull * qk_.size() * batch_ * num_kv_heads_ * head_dim_ * 4
                                  : 0;  // fp32 mean and scale per (layer, sequence, KV head)
+  const uint64_t exact = exact_k_.empty() ? 0 : 2ull * exact_k_.size() * exact_k_[0].size() * 4;
   return 2ull * qk_.size() * (qk_[0].codes.size() + qk_[0].params.size() * sizeof(uint16_t)) +
-         smoothing;
+         smoothing + exact;
 }
 
 float* KvCache::keys(int layer) {
@@ -110,6 +126,14 @@ void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tok
         }
       }
       k_rows = smoothed_k_.data();
+    }
+    if (!exact_k_.empty()) {
+      const std::vector<int> no_padding(static_cast<size_t>(batch_), 0);
+      k::WriteExactRows(batch_, num_kv_heads_, head_dim_, options_.exact_sink,
+                        options_.exact_window, k_rows, v_rows, tokens, first_slot,
+                        start != nullptr ? start : no_padding.data(), options_.rotate_keys,
+                        exact_k_[static_cast<size_t>(layer)].data(),
+                        exact_v_[static_cast<size_t>(layer)].data());
     }
     k::WriteQ4Cache(s, k_rows, tokens, first_slot, options_.rotate_keys, kp.codes.data(),
                     kp.params.data());
@@ -169,7 +193,15 @@ void KvCache::DecodeAttention(int layer, k::DecodeAttentionQ4Shape s, const floa
     }
     q = scaled_q_.data();
   }
-  k::DecodeAttentionQ4(s, q, q4_keys(layer), q4_values(layer), start, out);
+  if (exact_k_.empty()) {
+    k::DecodeAttentionQ4(s, q, q4_keys(layer), q4_values(layer), start, out);
+    return;
+  }
+  const k::Q4ExactRows exact{options_.exact_sink, options_.exact_window,
+                             exact_k_[static_cast<size_t>(layer)].data(),
+                             exact_v_[static_cast<size_t>(layer)].data()};
+  k::DecodeAttentionQ4(s, q, q4_keys(layer), q4_values(layer), start, out, k::Q4Isa::kAuto,
+                       &exact);
 }
 
 void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const {

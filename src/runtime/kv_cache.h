@@ -27,6 +27,12 @@ struct KvCacheOptions {
   // first write of one token leaves the layer unsmoothed. DecodeAttention scales queries by s,
   // ExpandSlots undoes it. Default: off.
   bool smooth_keys = false;
+  // With `compress`: each sequence's first `exact_sink` real tokens and its `exact_window` most
+  // recent ones are also kept in fp32 per (layer, sequence, KV head) (kernels/cpu/kv_q4_exact.h),
+  // keys transformed as the 4-bit ones are, and DecodeAttention reads them from there. Every
+  // token is still quantized. Default: 0 and 0 (none).
+  int exact_sink = 0;
+  int exact_window = 0;
 };
 
 class KvCache {
@@ -60,7 +66,8 @@ class KvCache {
 
   // Decode attention of one new query token per sequence on the compressed cache of `layer`:
   // kernels/cpu/attention_q4.h's DecodeAttentionQ4 with s.keys_rotated set from the options and
-  // the queries scaled when keys are smoothed. q, out: [batch, num_heads, head_dim].
+  // the queries scaled when keys are smoothed, and the exact tokens (exact_sink, exact_window)
+  // read from their fp32 rows. q, out: [batch, num_heads, head_dim].
   // REQUIRES: options().compress; s.num_kv_heads and s.head_dim those of the cache.
   void DecodeAttention(int layer, kernels::cpu::DecodeAttentionQ4Shape s, const float* q,
                        const int* start, float* out);
@@ -88,6 +95,8 @@ class KvCache {
   std::vector<std::vector<float>> k_, v_;  // fp32 mode
   std::vector<Q4Planes> qk_, qv_;          // compressed mode
   std::vector<Smoothing> smoothing_;       // compressed mode with smooth_keys: per layer
+  // Compressed mode with exact tokens, per layer: Q4ExactRows' keys and values.
+  std::vector<std::vector<float>> exact_k_, exact_v_;
   std::vector<float> smoothed_k_, scaled_q_;  // scratch
 };
 

@@ -144,6 +144,39 @@ TEST_F(PolicyCliTest, PlanRejectsBadCacheKeys) {
   EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
 }
 
+// --cache-sink and --cache-window on a plan given by --percent: the JSON carries them and the
+// memory plan accounts their fp32 rows on the GPU; without --compress-cache, or negative, they
+// are errors that say so.
+TEST_F(PolicyCliTest, PlanTakesExactTokensAndAccountsTheirRows) {
+  const std::string args = "plan --model " + kModel +
+                           " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 "
+                           "100 0 --gpu-batch-size 2 --num-gpu-batches 3";
+  const CliResult r = RunKeepingStdout(
+      args + " --compress-cache --cache-sink 1 --cache-window 16 --json", "exact.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json report = nlohmann::json::parse(ReadFile(Path("exact.json")));
+  EXPECT_EQ(report["plan"]["cache_sink"], 1);
+  EXPECT_EQ(report["plan"]["cache_window"], 16);
+  EXPECT_NE(report["plan"]["flexgen_flags"].get<std::string>().find(
+                "--cache-sink 1 --cache-window 16"),
+            std::string::npos);
+  int64_t bytes = 0;
+  for (const nlohmann::json& b : report["buffers"]) {
+    if (b["name"] == "kv_exact") {
+      EXPECT_EQ(b["tier"], "GPU");
+      bytes += b["bytes"].get<int64_t>() * b["count"].get<int64_t>();
+    }
+  }
+  EXPECT_EQ(bytes, 2 * 3 * 6 * 2 * 17 * 16 * 4);  // layers, block, KV heads, rows, head_dim
+
+  CliResult bad = RunStrata(args + " --cache-window 16");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("add --compress-cache"), std::string::npos) << bad.stderr_text;
+  bad = RunStrata(args + " --compress-cache --cache-sink -1");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("must be at least 0"), std::string::npos) << bad.stderr_text;
+}
+
 // Without --hardware and without a cached profile, --policy auto keeps the in-memory Generator
 // and says why.
 TEST_F(PolicyCliTest, RunWithoutAProfileKeepsTheInMemoryGenerator) {

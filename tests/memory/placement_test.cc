@@ -215,6 +215,40 @@ TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
   }
 }
 
+// Exact tokens of the 4-bit cache keep fp32 keys and values of sink + window rows per (layer,
+// sequence, KV head) on the GPU: the layout's extent is the accounting's kv_exact buffer byte
+// for byte, and neither exists without the option or without the 4-bit cache.
+TEST(PlacementTest, ExactTokensAreTheAccountingsBuffer) {
+  for (const char* name : kFixtures) {
+    auto model = Load(name);
+    ASSERT_NE(model, nullptr);
+    const ModelSpec spec = *ModelSpecOf(*model);
+    const ModelConfig& c = model->config();
+    for (Plan plan : Plans()) {
+      for (int window : {0, 3}) {
+        plan.cache_sink = plan.compress_cache ? 2 : 0;
+        plan.cache_window = plan.compress_cache ? window : 0;
+        SCOPED_TRACE(std::string(name) + "\n" + PlanToString(plan));
+        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+        Result<Placement> p = PlaceBlock(*model, plan, shape);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+        int64_t accounted = 0;
+        for (const NamedBuffer& b : mem.buffers) {
+          if (b.name == "kv_exact") accounted += b.bytes * b.count;
+        }
+        const int64_t want = plan.compress_cache ? 2 * int64_t{c.num_layers} *
+                                                       plan.block_size() * c.num_kv_heads *
+                                                       (2 + window) * c.head_dim * 4
+                                                 : 0;
+        EXPECT_EQ(accounted, want);
+        EXPECT_EQ(static_cast<int64_t>(p->cache.exact.bytes), want);
+        if (want > 0) EXPECT_EQ(p->cache.exact.tier, Tier::kGpu);
+      }
+    }
+  }
+}
+
 TEST(PlacementTest, DefaultModelTiersHoldNoMoreThanThePlan) {
   const char* home = std::getenv("HOME");
   const std::string path = std::string(home ? home : "") +

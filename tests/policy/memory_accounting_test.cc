@@ -184,6 +184,31 @@ TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
   }
 }
 
+// Exact tokens of the 4-bit cache add their fp32 keys and values (sink + window rows per layer,
+// sequence, KV head) to the GPU, both in the exact plan and in the search's forms, and nothing
+// else.
+TEST(MemoryAccountingTest, ExactTokensAddTheirRowsToTheGpuExactly) {
+  const ModelSpec m = Preset("llama-2-7b");
+  const Workload w{512, 32, 0};
+  Plan p = Split(30, 50, 20, 40, 100, 0);
+  p.gpu_batch_size = 8;
+  p.num_gpu_batches = 3;
+  p.compress_cache = true;
+  const MemoryPlan none = AccountMemory(m, w, p).value();
+  const LinearMemory none_forms = LinearMemoryOf(m, w, p);
+  p.cache_sink = 1;
+  p.cache_window = 16;
+  const MemoryPlan exact = AccountMemory(m, w, p).value();
+  const LinearMemory exact_forms = LinearMemoryOf(m, w, p);
+  const int64_t rows = 2 * int64_t{m.num_layers} * 24 * m.num_kv_heads * 17 * m.head_dim * 4;
+  const Fractions x = FractionsOf(p);
+  EXPECT_EQ(exact.workspace_bytes.gpu_bytes - none.workspace_bytes.gpu_bytes, rows);
+  EXPECT_EQ(exact.total_bytes.cpu_bytes, none.total_bytes.cpu_bytes);
+  EXPECT_EQ(exact.total_bytes.disk_bytes, none.total_bytes.disk_bytes);
+  EXPECT_DOUBLE_EQ(exact_forms.gpu_bytes.Eval(x) - none_forms.gpu_bytes.Eval(x), rows);
+  EXPECT_DOUBLE_EQ(exact_forms.cpu_bytes.Eval(x), none_forms.cpu_bytes.Eval(x));
+}
+
 TEST(MemoryAccountingTest, InfeasiblePlansNameTheBindingConstraint) {
   const HardwareSpec t4 = Profile("t4-flexgen");
   const ModelSpec m = Preset("opt-175b");

@@ -38,6 +38,37 @@ TEST(PlanTest, YamlRoundTrip) {
   }
 }
 
+// cache_sink and cache_window round-trip, are written only when set (a plan without them reads
+// as before: no key, 0 when loaded), and need the 4-bit cache and non-negative counts.
+TEST(PlanTest, ExactTokensAreOptionalKeys) {
+  Plan plan = Mixed();
+  plan.compress_cache = true;
+  EXPECT_EQ(PlanToYaml(plan).find("cache_sink"), std::string::npos);
+  EXPECT_EQ(PlanToYaml(plan).find("cache_window"), std::string::npos);
+  EXPECT_FALSE(plan.exact_tokens());
+  plan.cache_sink = 1;
+  plan.cache_window = 16;
+  EXPECT_TRUE(plan.exact_tokens());
+  const std::string yaml = PlanToYaml(plan);
+  EXPECT_NE(yaml.find("cache_sink: 1\n"), std::string::npos);
+  EXPECT_NE(yaml.find("cache_window: 16\n"), std::string::npos);
+  Result<Plan> back = ParsePlanYaml(yaml, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(*back, plan);
+  EXPECT_NE(PlanToFlexGenFlags(plan).find("--compress-cache --cache-sink 1 --cache-window 16"),
+            std::string::npos);
+  EXPECT_NE(PlanToString(plan).find("first 1 and last 16 tokens exact"), std::string::npos);
+
+  Plan fp32 = plan;
+  fp32.compress_cache = false;
+  ASSERT_FALSE(fp32.Validate().ok());
+  EXPECT_NE(fp32.Validate().message().find("need compress_cache"), std::string::npos);
+  Plan negative = plan;
+  negative.cache_window = -1;
+  ASSERT_FALSE(negative.Validate().ok());
+  EXPECT_NE(negative.Validate().message().find("must be at least 0"), std::string::npos);
+}
+
 TEST(PlanTest, CacheKeysDefaultToSmoothedAndRotated) {
   Plan p;
   EXPECT_EQ(p.cache_keys, CacheKeys::kSmoothed);

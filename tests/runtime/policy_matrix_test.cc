@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +59,7 @@ const Policy kPolicies[] = {
 struct Compression {
   bool cache = false;
   CacheKeys keys = Plan{}.cache_keys;  // with `cache`
+  int sink = 0, window = 0;            // with `cache`: tokens kept exact
   bool weight = false;  // the reference's weights are Q4Weights::RoundTripped()
 };
 
@@ -66,6 +68,8 @@ KvCacheOptions CacheOptionsOf(Compression c) {
   o.compress = c.cache;
   o.rotate_keys = c.cache && c.keys != CacheKeys::kPlain;
   o.smooth_keys = c.cache && c.keys == CacheKeys::kSmoothed;
+  o.exact_sink = c.sink;
+  o.exact_window = c.window;
   return o;
 }
 
@@ -108,6 +112,8 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
     o.plan.compress_cache = compression.cache;
     o.plan.compress_weight = compression.weight;
     o.plan.cache_keys = compression.keys;
+    o.plan.cache_sink = compression.sink;
+    o.plan.cache_window = compression.window;
     o.tiers.offload_dir = ::testing::TempDir();
     o.executor.jitter_us = jitter_us;
     o.executor.jitter_seed = static_cast<uint32_t>(jitter_us);
@@ -212,6 +218,55 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   EXPECT_GT(differ, 0u);
   EXPECT_NE(references[0], references[1]) << "rotation changed no token";
   EXPECT_NE(references[1], references[2]) << "smoothing changed no token";
+}
+
+// Exact tokens of the 4-bit cache (plan cache_sink and cache_window) under every policy: each
+// sequence's first token and a ring of its 4 latest ones are kept in fp32 next to the smoothing,
+// written by the prefill and each decode step and read by decode attention (on the CPU for
+// delegated rows too). Generator on the same option is the reference; its tokens differ from
+// those with only the first token exact, which shows the window's rows really are read, and a
+// window as long as the sequences gives transformers' fp32 tokens.
+TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEveryPolicy) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  std::vector<std::vector<std::vector<int32_t>>> references;
+  for (int window : {0, 4}) {
+    SCOPED_TRACE("window " + std::to_string(window));
+    const Compression c{.cache = true, .keys = CacheKeys::kPlain, .sink = 1, .window = window};
+    if (window > 0) {
+      CheckPolicies(*model, *tokenizer, block,
+                    std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, c);
+      CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, c);
+      // Smoothed keys: the exact rows hold smoothed, rotated keys.
+      CheckPolicies(*model, *tokenizer, block, {kPolicies[0], kPolicies[6], kPolicies[10]}, 0,
+                    {.cache = true, .keys = CacheKeys::kSmoothed, .sink = 1, .window = window});
+    }
+    auto backend = MakeCpuBackend();
+    Transformer transformer(*model, *backend);
+    Generator generator(transformer, *tokenizer, {});
+    generator.set_cache_options(CacheOptionsOf(c));
+    references.emplace_back();
+    for (const GenerationResult& r : generator.Generate(block)) {
+      references.back().push_back(r.tokens);
+    }
+  }
+  EXPECT_NE(references[0], references[1]) << "the exact window changed no token";
+  // A window as long as the sequences keeps every token exact: transformers' fp32 greedy tokens.
+  size_t longest = 0;
+  for (const GenerationRequest& r : block) longest = std::max(longest, r.prompt.size());
+  auto backend = MakeCpuBackend();
+  Transformer transformer(*model, *backend);
+  Generator generator(transformer, *tokenizer, {});
+  generator.set_cache_options(CacheOptionsOf(
+      {.cache = true, .keys = CacheKeys::kSmoothed, .window = static_cast<int>(longest) + 16}));
+  const std::vector<GenerationResult> all_exact = generator.Generate(block);
+  for (size_t p = 0; p < block.size(); ++p) {
+    EXPECT_EQ(all_exact[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
+  }
 }
 
 // 4-bit weights (plan.compress_weight) under every policy, with the fp32 and the 4-bit cache:
