@@ -12,6 +12,7 @@
 #include "src/backend/backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/model_path.h"
+#include "src/cli/policy_flags.h"
 #include "src/core/log.h"
 #include "src/model/model.h"
 #include "src/runtime/kv_cache.h"
@@ -108,19 +109,7 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
-  cmd->add_option("--cache-keys", o->cache_keys,
-                  "With --compress-cache: how keys are stored: smoothed (centred and partly "
-                  "equalized per sequence and KV head with the prompt's statistics, exact, then "
-                  "rotated; the default), rotated (Walsh-Hadamard rotated) or plain (FlexGen's "
-                  "groups)");
-  cmd->add_option("--cache-sink", o->cache_sink,
-                  "With --compress-cache: each window's first N tokens also kept exact (fp32) "
-                  "for decode attention")
-      ->capture_default_str();
-  cmd->add_option("--cache-window", o->cache_window,
-                  "With --compress-cache: each window's N most recent tokens also kept exact "
-                  "(fp32) for decode attention")
-      ->capture_default_str();
+  AddCacheFormatFlags(cmd, &o->cache_keys, &o->cache_sink, &o->cache_window);
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   return cmd;
 }

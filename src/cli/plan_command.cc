@@ -335,15 +335,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_flag("--cpu-attention", o->cpu_attention, "With --percent")->needs(percent);
   cmd->add_flag("--compress-weight", o->compress_weight, "With --percent")->needs(percent);
   cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
-  cmd->add_option("--cache-keys", o->cache_keys,
-                  "With --compress-cache: how keys are stored: smoothed (the default), rotated or "
-                  "plain (as strata run --cache-keys)");
-  cmd->add_option("--cache-sink", o->cache_sink,
-                  "With --compress-cache: each sequence's first N tokens kept exact (as strata "
-                  "run --cache-sink)");
-  cmd->add_option("--cache-window", o->cache_window,
-                  "With --compress-cache: each sequence's N most recent tokens kept exact (as "
-                  "strata run --cache-window)");
+  AddCacheFormatFlags(cmd, &o->cache_keys, &o->cache_sink, &o->cache_window);
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
   cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")

@@ -103,6 +103,19 @@ Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpe
   return chosen;
 }
 
+void AddCacheFormatFlags(CLI::App* cmd, std::string* keys, int* sink, int* window) {
+  cmd->add_option("--cache-keys", *keys,
+                  "With --compress-cache: how keys are stored: smoothed (per-sequence channel "
+                  "smoothing, then rotated; the default, closest to fp32), rotated "
+                  "(Walsh-Hadamard rotated) or plain (FlexGen's groups)");
+  cmd->add_option("--cache-sink", *sink,
+                  "With --compress-cache: also keep each sequence's first N tokens exact (fp32) "
+                  "for decode attention (default 0)");
+  cmd->add_option("--cache-window", *window,
+                  "With --compress-cache: also keep each sequence's N most recent tokens exact "
+                  "(fp32) for decode attention (default 0)");
+}
+
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
   cmd->add_option("--policy", f->policy,
                   "auto: search the plan with the hardware profile; or a plan YAML file (see "
@@ -122,16 +135,7 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
                 "Decode attention over the non-GPU cache runs on the CPU");
   cmd->add_flag("--compress-cache", f->compress_cache,
                 "4-bit KV cache: stored, moved and attended in 4 bits");
-  cmd->add_option("--cache-keys", f->cache_keys,
-                  "With --compress-cache: how keys are stored: smoothed (per-sequence channel "
-                  "smoothing, then rotated; the default, closest to fp32), rotated "
-                  "(Walsh-Hadamard rotated) or plain (FlexGen's groups)");
-  cmd->add_option("--cache-sink", f->cache_sink,
-                  "With --compress-cache: also keep each sequence's first N tokens exact (fp32) "
-                  "for decode attention (default 0)");
-  cmd->add_option("--cache-window", f->cache_window,
-                  "With --compress-cache: also keep each sequence's N most recent tokens exact "
-                  "(fp32) for decode attention (default 0)");
+  AddCacheFormatFlags(cmd, &f->cache_keys, &f->cache_sink, &f->cache_window);
   cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
   cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
                   "Device tier capacity in GiB (0: what the placement needs)");

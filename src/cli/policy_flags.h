@@ -22,6 +22,10 @@ class App;
 
 namespace strata {
 
+// Registers --cache-keys, --cache-sink and --cache-window (how a 4-bit cache stores keys, and the
+// tokens it keeps exact; policy/plan.h) on `cmd`, the same for run, bench, plan and perplexity.
+void AddCacheFormatFlags(CLI::App* cmd, std::string* keys, int* sink, int* window);
+
 struct PolicyFlags {
   std::string policy = "auto";  // "auto" (search) or a plan YAML file
   std::string hardware;       // profile name (configs/hardware) or YAML; empty: the cached one
