@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/cpu/attention_q4_paths.h"
 
@@ -207,6 +208,19 @@ STRATA_AVX512_OUTLINE void TileKeyDots(const uint8_t* codes, int groups, int pat
   }
 }
 
+// Calls f(std::integral_constant<int, k>{}) with k = min(n, Max), 1 <= n: runs the template
+// instance of a tile function compiled for k heads.
+template <int Max, int K = 1, class F>
+inline void WithHeads(int n, F&& f) {
+  if constexpr (K == Max) {
+    f(std::integral_constant<int, K>{});
+  } else if (n == K) {
+    f(std::integral_constant<int, K>{});
+  } else {
+    WithHeads<Max, K + 1>(n, f);
+  }
+}
+
 // TileKeyDots for any head count, up to 4 heads at a time (so that the digits and partial sums
 // stay in registers).
 STRATA_AVX512 void KeyDots(const uint8_t* codes, int heads, int groups, int patterns,
@@ -216,24 +230,10 @@ STRATA_AVX512 void KeyDots(const uint8_t* codes, int heads, int groups, int patt
     const __m512i* q = qd + h * 6 * patterns;
     __m512i* o = dots + h * groups;
     const bool one = patterns == 1;
-    switch (std::min(4, heads - h)) {
-      case 1:
-        one ? TileKeyDots<1, true>(codes, groups, patterns, q, perm, which, o)
-            : TileKeyDots<1, false>(codes, groups, patterns, q, perm, which, o);
-        break;
-      case 2:
-        one ? TileKeyDots<2, true>(codes, groups, patterns, q, perm, which, o)
-            : TileKeyDots<2, false>(codes, groups, patterns, q, perm, which, o);
-        break;
-      case 3:
-        one ? TileKeyDots<3, true>(codes, groups, patterns, q, perm, which, o)
-            : TileKeyDots<3, false>(codes, groups, patterns, q, perm, which, o);
-        break;
-      default:
-        one ? TileKeyDots<4, true>(codes, groups, patterns, q, perm, which, o)
-            : TileKeyDots<4, false>(codes, groups, patterns, q, perm, which, o);
-        break;
-    }
+    WithHeads<4>(heads - h, [&](auto k) {
+      one ? TileKeyDots<decltype(k)::value, true>(codes, groups, patterns, q, perm, which, o)
+          : TileKeyDots<decltype(k)::value, false>(codes, groups, patterns, q, perm, which, o);
+    });
   }
 }
 
@@ -459,32 +459,9 @@ STRATA_AVX512 void ValueStep(const Pass& s, int t0, int b) {
       const float* wg = wt + (g * heads + h) * kStep;
       const float* corr = s.corr + b * s.corr_stride + h;
       float* a = s.acc + h * d + 64 * g;
-      switch (std::min(8, heads - h)) {
-        case 1:
-          GroupValues<1>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 2:
-          GroupValues<2>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 3:
-          GroupValues<3>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 4:
-          GroupValues<4>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 5:
-          GroupValues<5>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 6:
-          GroupValues<6>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        case 7:
-          GroupValues<7>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-        default:
-          GroupValues<8>(c, n, d, wg, corr, 1, s.control, a);
-          break;
-      }
+      WithHeads<8>(heads - h, [&](auto k) {
+        GroupValues<decltype(k)::value>(c, n, d, wg, corr, 1, s.control, a);
+      });
     }
   }
 }
