@@ -17,6 +17,7 @@ struct Sizes {
   double nb, block, prompt, decode_context;
   double heads, head_dim;
   double layer_params, layer_stored, layer_read;     // transformer layer
+  double attention_stored;                           // its attention part (up to the MLP's norm)
   double output_params, output_stored, output_read;  // output projection (+ final norm)
   double input_stored;                               // input embedding (+ positions)
   double kv_token, kv_token_fp16, act_token, head_vector;
@@ -41,6 +42,11 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   s.head_dim = m.head_dim;
   s.layer_params = MatrixElements(layers[1]);
   s.layer_stored = StoredLayerBytes(layers[1], p.compress_weight, dtype);
+  s.attention_stored = 0;
+  for (const WeightTensor& t : layers[1].tensors) {
+    if (t.name == "mlp_norm.weight") break;  // the executor's MLP part starts at its norm
+    s.attention_stored += t.rows * StoredRowBytes(t, p.compress_weight, dtype);
+  }
   s.layer_read = s.layer_params * dtype;
   s.output_params = double(m.vocab_size) * m.hidden_size;
   s.output_stored = StoredLayerBytes(layers[2], p.compress_weight, dtype);
@@ -87,6 +93,11 @@ void OffGpu(LinearForm& f, Fraction cpu, Fraction disk, double bytes_per_s_unit)
   f.Add(cpu, bytes_per_s_unit).Add(disk, bytes_per_s_unit);
 }
 
+WriteWaitForm WriteWait(const Sizes& s, const HardwareSpec& hw,
+                        std::vector<WriteWaitForm::Part> parts) {
+  return {std::move(parts), s.nb, hw.disk_write_wait_bytes / (hw.disk_read_gbps * kGiga)};
+}
+
 LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& hw, bool prefill) {
   const double tokens = prefill ? s.prompt : 1;  // new tokens per sequence in this step
   const double h2d = 1 / (hw.h2d_gbps * kGiga), d2h = 1 / (hw.d2h_gbps * kGiga);
@@ -112,6 +123,16 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
                                        (hw.disk_page_write_gbps * kGiga));
   }
 
+  // The attention and MLP parts each read their weights and their micro-batches' activations.
+  const WriteWaitForm::Part attention{
+      LinearForm{}.Add(kWeightDisk, s.attention_stored * rd).Add(kActivationDisk, acts * rd), true,
+      true};
+  const WriteWaitForm::Part mlp{LinearForm{}
+                                    .Add(kWeightDisk, (s.layer_stored - s.attention_stored) * rd)
+                                    .Add(kActivationDisk, acts * rd),
+                                true, false};
+  f.disk_write_wait_s = WriteWait(s, hw, {attention, mlp});
+
   const double tflops = (prefill ? hw.gpu_prefill_tflops : hw.gpu_decode_tflops) * kTera;
   f.gpu_gemm_s.constant =
       GemmSeconds(s, 2 * s.block * tokens * s.layer_params / tflops, s.layer_read, hw);
@@ -128,6 +149,7 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   const double gpu_rate =
       (p.compress_cache ? hw.gpu_attention_q4_gbps : hw.gpu_attention_gbps) * kGiga;
   f.disk_read_s.Add(kCacheDisk, cache * rd);
+  f.disk_write_wait_s.parts[0].disk_read_s.Add(kCacheDisk, cache * rd);
   if (p.cpu_attention) {
     const double cpu_rate =
         std::min(p.compress_cache ? hw.cpu_attention_q4_gbps : hw.cpu_attention_gbps,
@@ -161,6 +183,8 @@ LayerForms InputForms(const Sizes& s, const HardwareSpec& hw) {
   LayerForms f;
   OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.input_stored / (hw.h2d_gbps * kGiga));
   f.disk_read_s.Add(kWeightDisk, s.input_stored / (hw.disk_read_gbps * kGiga));
+  // Its output, the embedded hidden states, goes to the activations' home.
+  f.disk_write_wait_s = WriteWait(s, hw, {{f.disk_read_s, true, false}});
   return f;
 }
 
@@ -188,10 +212,20 @@ std::string LayerTimes::Bottleneck() const {
   return std::string("compute (") + unit.second + ")";
 }
 
+double WriteWaitForm::Eval(const Fractions& x) const {
+  double total = 0;
+  for (const Part& part : parts) {
+    const int writes = (part.stores_activations && x[kActivationDisk] > 0 ? 1 : 0) +
+                       (part.stores_cache && x[kCacheDisk] > 0 ? 1 : 0);
+    total += writes * micro_batches * std::min(wait_s, part.disk_read_s.Eval(x) / 2);
+  }
+  return total;
+}
+
 LayerTimes LayerForms::Eval(const Fractions& x) const {
-  return {disk_read_s.Eval(x),     h2d_s.Eval(x),        d2h_s.Eval(x),
-          disk_write_s.Eval(x),    gpu_gemm_s.Eval(x),   gpu_attention_s.Eval(x),
-          cpu_attention_s.Eval(x), gpu_dequant_s.Eval(x)};
+  return {disk_read_s.Eval(x),     h2d_s.Eval(x),         d2h_s.Eval(x),
+          disk_write_s.Eval(x),    gpu_gemm_s.Eval(x),    gpu_attention_s.Eval(x),
+          cpu_attention_s.Eval(x), gpu_dequant_s.Eval(x), disk_write_wait_s.Eval(x)};
 }
 
 CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const Plan& plan,

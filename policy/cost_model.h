@@ -20,10 +20,16 @@
 // per (sequence, KV head, plane), at disk_page_write_gbps when the profile has it.
 // The input embedding's compute (a gather of a few rows) is not modelled, but its off-GPU rows
 // are copied in once per token step, as the executor does with every layer's weights.
+// Each disk write the store lane awaits (a micro-batch's activations, a micro-batch's new KV) also
+// waits behind the reads already on the disk: disk_write_wait_bytes from the profile, but at most
+// half the disk reads of its part of the layer (attention or MLP) — the reads left, on average,
+// when the write arrives — at disk_read_gbps. That wait is store-lane latency, not disk time: it
+// is reported as disk_write_wait_s and does not bound the step (the reads it waits behind do).
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "policy/hardware_spec.h"
 #include "policy/linear_form.h"
@@ -43,6 +49,7 @@ struct LayerTimes {
   double gpu_attention_s = 0;
   double cpu_attention_s = 0;
   double gpu_dequant_s = 0;  // expanding 4-bit weights, quantizing new KV
+  double disk_write_wait_s = 0;  // the store lane's disk writes waiting behind reads (latency)
 
   double disk_lane_s() const { return disk_read_s + disk_write_s; }
   double compute_lane_s() const {
@@ -54,10 +61,28 @@ struct LayerTimes {
   std::string Bottleneck() const;
 };
 
+// The store lane's wait behind reads, which is not affine in the fractions (a part waits only if
+// it writes to disk at all), so the LP leaves it out; the search's final comparison includes it.
+struct WriteWaitForm {
+  // A part of the layer as the executor schedules it (attention and MLP of a transformer layer):
+  // its disk read seconds, and which of its micro-batches' stores go to disk when their family
+  // has a disk share.
+  struct Part {
+    LinearForm disk_read_s;
+    bool stores_activations = false;
+    bool stores_cache = false;
+  };
+  std::vector<Part> parts;
+  double micro_batches = 0;
+  double wait_s = 0;  // the profile's disk_write_wait_bytes at disk_read_gbps; 0: no wait
+  double Eval(const Fractions& x) const;
+};
+
 // The same quantities as affine functions of the placement fractions (for the search's LP).
 struct LayerForms {
   LinearForm disk_read_s, h2d_s, d2h_s, disk_write_s;
   LinearForm gpu_gemm_s, gpu_attention_s, cpu_attention_s, gpu_dequant_s;
+  WriteWaitForm disk_write_wait_s;
   LayerTimes Eval(const Fractions& x) const;
 };
 

@@ -46,6 +46,9 @@ Status HardwareSpec::Validate() const {
   if (status.ok() && disk_page_write_gbps < 0) {
     status = Status::InvalidArgument("disk_page_write_gbps must be positive or absent");
   }
+  if (status.ok() && disk_write_wait_bytes < 0) {
+    status = Status::InvalidArgument("disk_write_wait_bytes must be non-negative or absent");
+  }
   if (status.ok() && gpu_cache_bytes < 0) {
     status = Status::InvalidArgument("gpu_cache_bytes must be positive or absent");
   }
@@ -63,6 +66,7 @@ Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::s
       [&](const char* key, double& v) { reader.Double(key, &v, /*positive=*/false); });
   reader.Int("cpu_cores", &spec.cpu_cores, 0);
   reader.OptionalDouble("disk_page_write_gbps", &spec.disk_page_write_gbps, /*positive=*/true);
+  reader.OptionalInt64("disk_write_wait_bytes", &spec.disk_write_wait_bytes, 0);
   reader.OptionalInt64("gpu_cache_bytes", &spec.gpu_cache_bytes, 1);
   reader.OptionalBool("gpu_emulated", &spec.gpu_emulated);
   reader.OptionalBool("h2d_emulated", &spec.h2d_emulated);
@@ -99,6 +103,9 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
   if (spec.disk_page_write_gbps > 0) {
     out << "disk_page_write_gbps: " << policy_internal::FormatDouble(spec.disk_page_write_gbps)
         << "\n";
+  }
+  if (spec.disk_write_wait_bytes > 0) {
+    out << "disk_write_wait_bytes: " << spec.disk_write_wait_bytes << "\n";
   }
   if (spec.gpu_cache_bytes > 0) out << "gpu_cache_bytes: " << spec.gpu_cache_bytes << "\n";
   out << "gpu_emulated: " << (spec.gpu_emulated ? "true" : "false") << "\n";

@@ -33,6 +33,12 @@ struct HardwareSpec {
   // a queue depth of them per submission: the executor's decode cache writes (one page per KV row
   // and plane). 0 charges those writes as their bytes at disk_write_gbps (FlexGen's model).
   double disk_page_write_gbps = 0;
+  // Optional (0: none). The read bytes an awaited write submission waits behind while strata's
+  // reads stream at their queue depth (its extra time times the read rate): a disk that serves
+  // requests in arrival order puts each write behind the reads already on it (a virtual disk
+  // here: about the 8 MiB in flight); one with parallel queues barely delays it. The cost model
+  // charges the store lane that wait per disk write, up to the reads its layer has left.
+  int64_t disk_write_wait_bytes = 0;
 
   // GPU compute.
   double gpu_prefill_tflops = 0;            // fp16 GEMM at prefill shapes (many rows)
@@ -70,8 +76,9 @@ struct HardwareSpec {
 };
 
 // YAML with one key per field (every key required except description, disk_page_write_gbps,
-// gpu_cache_bytes and the *_emulated flags, which default to empty, 0, 0 and false; a present
-// disk_page_write_gbps or gpu_cache_bytes must be positive). Zero or negative capacities or rates,
+// disk_write_wait_bytes, gpu_cache_bytes and the *_emulated flags, which default to empty, 0, 0,
+// 0 and false; a present disk_page_write_gbps or gpu_cache_bytes must be positive, a present
+// disk_write_wait_bytes non-negative). Zero or negative capacities or rates,
 // missing or unknown keys, and a document that is not a map are errors naming the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
 Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);

@@ -153,6 +153,7 @@ void PrintTimes(std::ostream& out, const PlanEvaluation& e) {
   out << line;
   row("disk -> CPU", p.disk_read_s, d.disk_read_s);
   row("CPU -> disk", p.disk_write_s, d.disk_write_s);
+  row("  write waits", p.disk_write_wait_s, d.disk_write_wait_s);
   row("CPU -> GPU", p.h2d_s, d.h2d_s);
   row("GPU -> CPU", p.d2h_s, d.d2h_s);
   row("GPU GEMM", p.gpu_gemm_s, d.gpu_gemm_s);
@@ -205,6 +206,7 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
 nlohmann::ordered_json LayerJson(const LayerTimes& t, bool overlap) {
   return {{"disk_read_s", t.disk_read_s},
           {"disk_write_s", t.disk_write_s},
+          {"disk_write_wait_s", t.disk_write_wait_s},
           {"h2d_s", t.h2d_s},
           {"d2h_s", t.d2h_s},
           {"gpu_gemm_s", t.gpu_gemm_s},

@@ -74,7 +74,9 @@ int ProfileCommand(const ProfileOptions& o) {
   kernels::cpu::SetCpuThreads(o.threads);
   hw.cpu_cores = kernels::cpu::CpuThreads();
 
-  Announce("disk (strata's disk tier: 32 MiB submissions, then scattered 4 KiB page writes)");
+  Announce(
+      "disk (strata's disk tier: 32 MiB submissions, then scattered 4 KiB page writes, alone "
+      "and behind reads)");
   Result<profile::DiskRates> disk =
       profile::MeasureDisk(o.offload_dir, std::min(kDiskProbeBytes, *free_disk / 4));
   if (!disk.ok()) {
@@ -84,6 +86,7 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.disk_read_gbps = disk->read_gbps;
   hw.disk_write_gbps = disk->write_gbps;
   hw.disk_page_write_gbps = disk->page_write_gbps;
+  hw.disk_write_wait_bytes = static_cast<int64_t>(disk->write_wait_bytes);
 
   Announce("host memory");
   hw.cpu_memory_gbps = profile::HostReadGbps();

@@ -52,6 +52,28 @@ TEST_F(PolicyCliTest, PlanDescribesAModelDirectoryAsTheRunLoadsIt) {
   EXPECT_GT(report["throughput_tokens_per_s"].get<double>(), 0);
 }
 
+// A profile that measured writes waiting behind reads: the plan charges the store lane that wait
+// for an all-on-disk policy, in the table and the JSON, and not without the key.
+TEST_F(PolicyCliTest, PlanShowsDiskWritesWaitingBehindReads) {
+  const std::string args = "plan --model " + kModel +
+                           " --prompt-len 16 --gen-len 8 --percent 0 0 0 0 0 0 --gpu-batch-size 2"
+                           " --num-gpu-batches 2 --hardware ";
+  Write("plain.yaml", Profile("plain-box"));
+  Write("queued.yaml", Profile("queued-box") + "disk_write_wait_bytes: 8388608\n");
+  const auto decode_wait = [&](const std::string& hw) {
+    const CliResult r = RunKeepingStdout(args + Path(hw) + " --json", "plan.json");
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    return nlohmann::json::parse(
+               ReadFile(Path("plan.json")))["time"]["decode"]["layer"]["disk_write_wait_s"]
+        .get<double>();
+  };
+  EXPECT_EQ(decode_wait("plain.yaml"), 0);
+  EXPECT_GT(decode_wait("queued.yaml"), 0);
+  const CliResult table = RunKeepingStdout(args + Path("queued.yaml"), "plan.txt");
+  ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
+  EXPECT_NE(ReadFile(Path("plan.txt")).find("write waits"), std::string::npos);
+}
+
 TEST_F(PolicyCliTest, PlanOnAMissingModelPathSaysSo) {
   const CliResult r = RunStrata("plan --model " + Path("no/such/model.gguf") +
                                 " --hardware t4 --prompt-len 16 --gen-len 8");

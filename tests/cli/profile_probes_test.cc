@@ -18,6 +18,7 @@ TEST(ProfileProbesTest, DiskThroughTheDiskTier) {
   EXPECT_GT(rates->read_gbps, 0);
   EXPECT_GT(rates->write_gbps, 0);
   EXPECT_GT(rates->page_write_gbps, 0);
+  EXPECT_GE(rates->write_wait_bytes, 0);  // 0 where the disk does not queue writes behind reads
   EXPECT_TRUE(rates->file_env == "io_uring" || rates->file_env == "pread") << rates->file_env;
   EXPECT_TRUE(std::filesystem::is_empty(dir));
   std::filesystem::remove_all(dir);

@@ -134,6 +134,57 @@ TEST(CostModelTest, DecodeGemmsReadWeightsOncePerMicroBatchUnlessTheyStayInTheCa
   EXPECT_NEAR(streamed.prefill.layer.gpu_gemm_s, 2.0 * 2 * 64 * 2 * layer / 0.1e12, 1e-12);
 }
 
+// Each awaited disk write of the store lane waits behind the reads on the disk: the profile's
+// disk_write_wait_bytes, or half the reads of its part of the layer where those are fewer.
+// Written out for tinyllama-1.1b in fp32 (hidden 2048, 4 KV heads of 64, FFN 5632) at 2 GB/s.
+TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
+  ModelSpec m = Preset("tinyllama-1.1b");
+  m.weight_dtype_bytes = 4;
+  const double act = 2.0 * 2048;  // one token's hidden state, fp16
+  const double attention = 4 * (2048 + 2048.0 * 2048 * 2 + 256.0 * 2048 * 2);
+  const double mlp = 4 * (2048 + 5632.0 * 2048 * 3);
+  const double embed = 4 * 32000.0 * 2048;
+  const double cache = 4 * (64 + 8 / 2) * 2 * 4 * 64 * 2.0;  // 4 sequences attend 68 slots
+  const double rate = 2e9;
+  HardwareSpec hw = FlexGenT4();
+  hw.disk_read_gbps = 2;
+  const Plan all_disk = PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2).value();  // 2 x 2 seqs
+  ASSERT_GT(all_disk.activation_disk_percent(), 0);
+  const Workload w{64, 8, 0};
+
+  hw.disk_write_wait_bytes = 1 << 20;  // less than any part's reads: every write waits it
+  const double full = (1 << 20) / rate;
+  CostEstimate e = EstimateCost(m, w, all_disk, hw);
+  // Per micro-batch: attention stores activations and KV, the MLP activations.
+  EXPECT_NEAR(e.decode.layer.disk_write_wait_s, 2 * 3 * full, 1e-12);
+  EXPECT_NEAR(e.prefill.layer.disk_write_wait_s, 2 * 3 * full, 1e-12);
+  EXPECT_NEAR(e.decode.input.disk_write_wait_s, 2 * full, 1e-12);
+  EXPECT_EQ(e.decode.output.disk_write_wait_s, 0);  // the output layer stores nothing
+  // Latency of the store lane, not disk time: the step is still its slowest link or unit.
+  const LayerTimes& t = e.decode.layer;
+  EXPECT_DOUBLE_EQ(t.step_s(true),
+                   std::max({t.disk_lane_s(), t.h2d_s, t.d2h_s, t.compute_lane_s()}));
+
+  hw.disk_write_wait_bytes = int64_t{1} << 40;  // more than any part reads: half its reads
+  e = EstimateCost(m, w, all_disk, hw);
+  const double attention_half = (attention + 4 * act + cache) / rate / 2;
+  const double mlp_half = (mlp + 4 * act) / rate / 2;
+  EXPECT_NEAR(e.decode.layer.disk_write_wait_s, 2 * (2 * attention_half + mlp_half), 1e-9);
+  EXPECT_NEAR(e.prefill.layer.disk_write_wait_s,
+              2 * (2 * (attention + 4 * 64 * act) / rate / 2 + (mlp + 4 * 64 * act) / rate / 2),
+              1e-9);
+  EXPECT_NEAR(e.decode.input.disk_write_wait_s, 2 * embed / rate / 2, 1e-9);
+
+  // Activations on the GPU, the cache on disk: only the attention's KV stores wait, behind the
+  // attention's weight and cache reads.
+  e = EstimateCost(m, w, PlanFromFlexGenPercent({0, 0, 0, 0, 100, 0}, 2, 2).value(), hw);
+  EXPECT_NEAR(e.decode.layer.disk_write_wait_s, 2 * (attention + cache) / rate / 2, 1e-9);
+  EXPECT_EQ(e.decode.input.disk_write_wait_s, 0);
+
+  hw.disk_write_wait_bytes = 0;  // not measured, or a disk that does not queue writes
+  EXPECT_EQ(EstimateCost(m, w, all_disk, hw).decode.layer.disk_write_wait_s, 0);
+}
+
 TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
   const ModelSpec m = Preset("opt-6.7b");
   const Plan p = Split(100, 0, 100, 0, 4, 2);

@@ -120,5 +120,28 @@ TEST(HardwareSpecTest, LastLevelCacheIsOptionalAndPositive) {
             std::string::npos);
 }
 
+TEST(HardwareSpecTest, WriteWaitIsOptionalAndNonNegative) {
+  Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
+  ASSERT_TRUE(hw.ok());
+  EXPECT_EQ(hw->disk_write_wait_bytes, 0);  // absent: FlexGen's profile is unchanged
+  EXPECT_EQ(T4FlexGenText().find("disk_write_wait_bytes"), std::string::npos);
+  hw->disk_write_wait_bytes = 4855553;
+  const std::string with = HardwareSpecToYaml(*hw);
+  Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->disk_write_wait_bytes, 4855553);
+  // A disk that does not queue writes behind reads measures 0, which is a valid profile.
+  Result<HardwareSpec> zero = ParseHardwareSpecYaml(
+      Replace(with, "disk_write_wait_bytes: 4855553", "disk_write_wait_bytes: 0"), "<test>");
+  ASSERT_TRUE(zero.ok()) << zero.status().ToString();
+  EXPECT_EQ(zero->disk_write_wait_bytes, 0);
+  EXPECT_NE(Error(Replace(with, "disk_write_wait_bytes: 4855553", "disk_write_wait_bytes: -1"))
+                .find("disk_write_wait_bytes"),
+            std::string::npos);
+  EXPECT_NE(Error(Replace(with, "disk_write_wait_bytes: 4855553", "disk_write_wait_bytes: 5M"))
+                .find("disk_write_wait_bytes"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace strata

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -196,9 +198,14 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
                            std::to_string(kSubmission >> 20) + " MiB scratch file");
   }
   STRATA_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::Allocate(kSubmission));
+  // Two readers' buffers for the wait behind reads (below).
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer read_a, AlignedBuffer::Allocate(kSubmission));
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer read_b, AlignedBuffer::Allocate(kSubmission));
   std::memset(buffer.data(), 0x5A, kSubmission);
   FileEnvOptions options;
   options.registered_buffers.push_back(buffer.span());
+  options.registered_buffers.push_back(read_a.span());
+  options.registered_buffers.push_back(read_b.span());
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FileEnv> env, NewFileEnv(options));
   Result<std::unique_ptr<ScratchFile>> scratch = ScratchFile::Create(env.get(), dir, bytes);
   if (!scratch.ok()) return scratch.status().WithContext("measuring the disk");
@@ -240,15 +247,68 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
   const uint64_t slots = bytes / kPageStride;
   std::vector<IoRequest> requests(static_cast<size_t>(per_submission));
   uint64_t pages = 0;
-  const auto start = Clock::now();
-  while (seconds_since(start) < 1.0) {
+  // Awaits one submission of the next pages; returns its seconds.
+  const auto write_pages = [&]() -> Result<double> {
     for (IoRequest& r : requests) {
       r = {IoOp::kWrite, file, (pages++ % slots) * kPageStride, static_cast<size_t>(kPage),
            buffer.data()};
     }
-    if (Status s = submit(requests); !s.ok()) return s.WithContext(context);
+    const auto t = Clock::now();
+    STRATA_RETURN_IF_ERROR(submit(requests));
+    return seconds_since(t);
+  };
+  int submissions = 0;
+  const auto start = Clock::now();
+  while (seconds_since(start) < 1.0) {
+    Result<double> s = write_pages();
+    if (!s.ok()) return s.status().WithContext(context);
+    ++submissions;
   }
+  const double alone_s = seconds_since(start) / submissions;
   rates.page_write_gbps = pages * kPage / seconds_since(start) / 1e9;
+
+  // The same submissions, spaced by 0-2 ms, while reads stream at the env's read depth: two
+  // threads submit one ring half after another, so that one's transfers fill the depth while the
+  // other's drain, and a write always finds a full depth of reads ahead of it (the cost model
+  // shortens the wait where a layer has fewer reads left).
+  std::atomic<bool> stop{false}, counting{false};
+  std::atomic<uint64_t> read_bytes{0};  // read while the writes were timed
+  Status read_status[2];
+  const auto read_stream = [&](int i, uint8_t* into) {
+    for (uint64_t at = i * kSubmission % bytes; !stop.load(); at = (at + kSubmission) % bytes) {
+      const IoRequest request{IoOp::kRead, file, at, kSubmission, into};
+      read_status[i] = submit({&request, 1});
+      if (!read_status[i].ok()) return;
+      if (counting.load()) read_bytes += kSubmission;
+    }
+  };
+  std::thread reader_a(read_stream, 0, read_a.data()), reader_b(read_stream, 1, read_b.data());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  double waited_s = 0;
+  int waits = 0;
+  Status write_status;
+  counting = true;
+  const auto loaded = Clock::now();
+  while (seconds_since(loaded) < 1.0) {
+    Result<double> s = write_pages();
+    if (!s.ok()) {
+      write_status = s.status();
+      break;
+    }
+    waited_s += *s - alone_s;
+    std::this_thread::sleep_for(std::chrono::microseconds(400 * (waits++ % 6)));
+  }
+  counting = false;
+  const double read_gbps = read_bytes.load() / seconds_since(loaded) / 1e9;
+  stop = true;
+  reader_a.join();
+  reader_b.join();
+  if (!write_status.ok()) return write_status.WithContext(context);
+  for (const Status& s : read_status) {
+    if (!s.ok()) return s.WithContext(context);
+  }
+  // The reads a write waited behind: its mean extra time at the rate they were served.
+  rates.write_wait_bytes = waits > 0 ? std::max(0.0, waited_s / waits * read_gbps * 1e9) : 0;
   return rates;
 }
 

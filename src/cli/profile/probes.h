@@ -36,6 +36,7 @@ struct DiskRates {
   double read_gbps = 0;
   double write_gbps = 0;
   double page_write_gbps = 0;  // 4 KiB pages at scattered offsets
+  double write_wait_bytes = 0;  // read bytes a page-write submission waits behind (see below)
   bool direct = true;          // O_DIRECT was accepted; false: buffered I/O
   std::string file_env;        // the FileEnv that moved the bytes: "io_uring" or "pread"
 };
@@ -44,7 +45,10 @@ struct DiskRates {
 // sequential writes then reads, one disk-ring half (32 MiB, split into 1 MiB transfers at the
 // env's queue depth) per awaited submission, about two seconds each way; then about a second of
 // single 4 KiB page writes at scattered offsets, a queue depth of them per submission (the
-// executor's decode cache writes). Removes the file. Errors name the directory and the reason.
+// executor's decode cache writes); then about a second of the same submissions while a second
+// thread streams reads at the env's read depth (the load lane beside the store lane): their mean
+// extra time times the rate the reads ran at meanwhile is write_wait_bytes, the reads each write
+// waited behind. Removes the file. Errors name the directory and the reason.
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
 
 // The size of the CPU's last-level cache (the highest cache level sysfs lists for cpu0), the
