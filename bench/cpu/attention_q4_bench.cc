@@ -8,7 +8,10 @@
 // last-level cache) spread over sequences x KV heads, so the numbers are DRAM-bound, not L3-bound.
 // Every figure is the best of --reps runs. Besides wall-clock GB/s, the one-thread column gives
 // GB/s per CPU-second of the process: on a shared machine the load average (printed) steals wall
-// time, and that column is what one core does while it runs.
+// time, and that column is what one core does while it runs. A shared machine's memory read
+// bandwidth also moves from one minute to the next, so each all-cores cell is set against an
+// all-cores read measured just before it ("mem read", "% mem") as well as against the run's
+// first one ("% start").
 #include <omp.h>
 
 #include <algorithm>
@@ -140,10 +143,11 @@ int Main(int argc, char** argv) {
       "memory read bandwidth: 1 thread %.1f GB/s (%.1f per CPU-s), %d threads %.1f GB/s\n\n",
       bw1.wall_gbps, bw1.cpu_gbps, all, bw_all);
 
-  std::printf("%-8s %-4s %-7s %-5s %-9s | %-22s | %-22s\n", "", "", "", "", "", "1 thread GB/s",
+  std::printf("%-8s %-4s %-7s %-5s %-9s | %-22s | %-34s\n", "", "", "", "", "", "1 thread GB/s",
               "all cores GB/s");
-  std::printf("%-8s %-4s %-7s %-5s %-9s | %-10s %-11s | %-10s %-11s\n", "head_dim", "gqa",
-              "context", "seqs", "cache MiB", "wall", "per CPU-s", "wall", "% mem BW");
+  std::printf("%-8s %-4s %-7s %-5s %-9s | %-10s %-11s | %-10s %-9s %-6s %-6s\n", "head_dim", "gqa",
+              "context", "seqs", "cache MiB", "wall", "per CPU-s", "wall", "mem read", "% mem",
+              "% start");
   for (int head_dim : {64, 128}) {
     for (int context : {512, 2048, 8192, 32768}) {
       const double row =
@@ -153,10 +157,12 @@ int Main(int argc, char** argv) {
       for (int group : {1, 4, 8}) {
         if (head_dim == 128 && group != 1) continue;
         const Speed one = Run(cache, group, best_isa, 1, reps);
+        const double beside = MeasureReadBandwidth(1l << 30, all, reps).wall_gbps;
         const Speed many = Run(cache, group, best_isa, all, reps);
-        std::printf("%-8d %-4d %-7d %-5d %-9.0f | %-10.1f %-11.1f | %-10.1f %-11.0f\n", head_dim,
-                    group, context, batch, cache.bytes() / (1 << 20), one.wall_gbps, one.cpu_gbps,
-                    many.wall_gbps, 100 * many.wall_gbps / bw_all);
+        std::printf("%-8d %-4d %-7d %-5d %-9.0f | %-10.1f %-11.1f | %-10.1f %-9.1f %-6.0f %-6.0f\n",
+                    head_dim, group, context, batch, cache.bytes() / (1 << 20), one.wall_gbps,
+                    one.cpu_gbps, many.wall_gbps, beside, 100 * many.wall_gbps / beside,
+                    100 * many.wall_gbps / bw_all);
       }
     }
   }
