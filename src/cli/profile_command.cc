@@ -118,7 +118,7 @@ int ProfileCommand(const ProfileOptions& o) {
                    "strata's " + disk->file_env + " disk tier (" +
                    (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +
                    "), 32 MiB per submission in 1 MiB transfers; page writes 4 KiB, 32 per "
-                   "submission";
+                   "submission, alone and behind a stream of reads";
   for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.disk_read_gbps, &hw.disk_write_gbps,
                        &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops, &hw.gpu_decode_tflops,
                        &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
