@@ -370,9 +370,13 @@ STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale)
 // Scores of the step at t0 (kStepTiles tiles) from the key codes, then the online-softmax update:
 // the weights and rescale factors for the step's values go to parity `b` of the buffers. The
 // reference the probabilities are taken against only moves up when a score passes it by kSlack.
+// kHeads and kGroups, when positive, are s.heads and s.groups known at compile time (the loops
+// over them unroll and their scratch stays in registers); 0 reads them from s.
+template <int kHeads, int kGroups>
 STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   const Work& w = *s.w;
-  const int d = s.d, groups = s.groups, heads = s.heads;
+  const int d = s.d;
+  const int groups = kGroups > 0 ? kGroups : s.groups, heads = kHeads > 0 ? kHeads : s.heads;
   const __m512 eight = _mm512_set1_ps(8.0f), sixteen = _mm512_set1_ps(16.0f);
   __mmask16 valid[kStepTiles];
   for (int u = 0; u < kStepTiles; ++u) {  // tile u: tokens t0 + 16 u ..
@@ -468,6 +472,18 @@ STRATA_AVX512 void ValueStep(const Pass& s, int t0, int b) {
 
 }  // namespace
 
+// The steps of a work item, ScoreStep<kHeads, kGroups> one step ahead of ValueStep.
+template <int kHeads, int kGroups>
+STRATA_AVX512 void Pipeline(const Pass& s) {
+  const int len = s.w->len;
+  ScoreStep<kHeads, kGroups>(s, 0, 0);
+  for (int t0 = 0; t0 < len; t0 += kStep) {
+    const int b = (t0 / kStep) & 1;
+    if (t0 + kStep < len) ScoreStep<kHeads, kGroups>(s, t0 + kStep, b ^ 1);
+    ValueStep(s, t0, b);
+  }
+}
+
 // Software-pipelined over steps: the scores and softmax of step i + 1 are computed before the
 // values of step i, so that the latency of the softmax chain (reductions, exp) overlaps with
 // independent work instead of stalling the value loop that depends on it.
@@ -520,11 +536,12 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
     for (int g = 0; g < groups; ++g) st[2 + g] = _mm512_setzero_ps();
   }
   std::memset(s.acc, 0, sizeof(float) * heads * d);
-  ScoreStep(s, 0, 0);
-  for (int t0 = 0; t0 < w.len; t0 += kStep) {
-    const int b = (t0 / kStep) & 1;
-    if (t0 + kStep < w.len) ScoreStep(s, t0 + kStep, b ^ 1);
-    ValueStep(s, t0, b);
+  if (heads == 1 && groups == 1) {  // one query head per KV head, head_dim 64 or 128
+    Pipeline<1, 1>(s);
+  } else if (heads == 1 && groups == 2) {
+    Pipeline<1, 2>(s);
+  } else {
+    Pipeline<0, 0>(s);
   }
   for (int h = 0; h < heads; ++h) {
     const __m512* st = s.state + h * s.slots;
