@@ -370,8 +370,8 @@ STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale)
 // Scores of the step at t0 (kStepTiles tiles) from the key codes, then the online-softmax update:
 // the weights and rescale factors for the step's values go to parity `b` of the buffers. The
 // reference the probabilities are taken against only moves up when a score passes it by kSlack.
-// kHeads and kGroups, when positive, are s.heads and s.groups known at compile time (the loops
-// over them unroll and their scratch stays in registers); 0 reads them from s.
+// kHeads and kGroups, when positive, are s.heads and s.groups known at compile time, so that the
+// loops over them unroll; 0 reads them from s.
 template <int kHeads, int kGroups>
 STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   const Work& w = *s.w;
@@ -536,10 +536,22 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
     for (int g = 0; g < groups; ++g) st[2 + g] = _mm512_setzero_ps();
   }
   std::memset(s.acc, 0, sizeof(float) * heads * d);
-  if (heads == 1 && groups == 1) {  // one query head per KV head, head_dim 64 or 128
-    Pipeline<1, 1>(s);
-  } else if (heads == 1 && groups == 2) {
-    Pipeline<1, 2>(s);
+  // Compiled for the common shapes: 1, 4 or 8 query heads per KV head, head_dim 64 or 128.
+  const auto with_groups = [&](auto h) {
+    if (groups == 1) {
+      Pipeline<decltype(h)::value, 1>(s);
+    } else if (groups == 2) {
+      Pipeline<decltype(h)::value, 2>(s);
+    } else {
+      Pipeline<0, 0>(s);
+    }
+  };
+  if (heads == 1) {
+    with_groups(std::integral_constant<int, 1>{});
+  } else if (heads == 4) {
+    with_groups(std::integral_constant<int, 4>{});
+  } else if (heads == 8) {
+    with_groups(std::integral_constant<int, 8>{});
   } else {
     Pipeline<0, 0>(s);
   }
