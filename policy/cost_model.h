@@ -61,8 +61,9 @@ struct LayerTimes {
   std::string Bottleneck() const;
 };
 
-// The store lane's wait behind reads, which is not affine in the fractions (a part waits only if
-// it writes to disk at all), so the LP leaves it out; the search's final comparison includes it.
+// The store lane's wait behind reads. It is not affine in the fractions (a part waits only if it
+// writes to disk at all), so the LP leaves it out, and it does not bound the step (step_s), so no
+// prediction of throughput counts it: it is the store lane's predicted busy time only.
 struct WriteWaitForm {
   // A part of the layer as the executor schedules it (attention and MLP of a transformer layer):
   // its disk read seconds, and which of its micro-batches' stores go to disk when their family

@@ -35,9 +35,9 @@ struct HardwareSpec {
   double disk_page_write_gbps = 0;
   // Optional (0: none). The read bytes an awaited write submission waits behind while strata's
   // reads stream at their queue depth (its extra time times the read rate): a disk that serves
-  // requests in arrival order puts each write behind the reads already on it (a virtual disk
-  // here: about the 8 MiB in flight); one with parallel queues barely delays it. The cost model
-  // charges the store lane that wait per disk write, up to the reads its layer has left.
+  // requests in arrival order puts each write behind the reads already on it (the development VM's
+  // virtual disk: 4-5 MB of the 8 MiB in flight); one with parallel queues barely delays it. The
+  // cost model charges the store lane that wait per disk write, up to the reads its layer has left.
   int64_t disk_write_wait_bytes = 0;
 
   // GPU compute.
