@@ -7,9 +7,11 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
+#include "src/core/thread_name.h"
 #include "src/io/posix_file.h"
 #include "src/io/transfer.h"
 
@@ -19,8 +21,14 @@ namespace {
 // Threads that move the chunks of one queue, first come first served.
 class PreadPool {
  public:
-  explicit PreadPool(int threads) {
-    for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { Work(); });
+  // `name` names the threads.
+  PreadPool(int threads, const std::string& name) {
+    for (int i = 0; i < threads; ++i) {
+      workers_.emplace_back([this, name] {
+        NameThisThread(name);
+        Work();
+      });
+    }
   }
   // Finishes the queued chunks, then joins the threads.
   ~PreadPool() {
@@ -82,8 +90,8 @@ class PreadEnv final : public PosixFileEnv {
  public:
   explicit PreadEnv(const FileEnvOptions& options)
       : max_request_bytes_(options.max_request_bytes),
-        reads_(Threads(options.read_queue_depth, options.pread_threads)),
-        writes_(Threads(options.queue_depth, options.pread_threads)) {}
+        reads_(Threads(options.read_queue_depth, options.pread_threads), "strata-pread-rd"),
+        writes_(Threads(options.queue_depth, options.pread_threads), "strata-pread-wr") {}
 
   std::string name() const override { return "pread"; }
 

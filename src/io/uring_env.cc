@@ -42,8 +42,8 @@ class UringEnv final : public PosixFileEnv {
  public:
   explicit UringEnv(const FileEnvOptions& options)
       : max_request_bytes_(options.max_request_bytes),
-        reads_(options.read_queue_depth),
-        writes_(options.queue_depth) {}
+        reads_(options.read_queue_depth, "strata-io-read"),
+        writes_(options.queue_depth, "strata-io-write") {}
 
   // Writes go through their own ring, so that a small write (a decode step's cache pages) is
   // not queued behind a lane's ring half of reads. Its ring registers no buffers: the kernel

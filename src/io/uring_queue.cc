@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "src/core/check.h"
+#include "src/core/thread_name.h"
 
 namespace strata {
 namespace {
@@ -17,7 +18,8 @@ constexpr size_t kMaxRegisteredBytes = size_t{1} << 30;  // the kernel's limit p
 
 }  // namespace
 
-UringQueue::UringQueue(int depth) : ops_(static_cast<size_t>(std::max(1, depth))) {}
+UringQueue::UringQueue(int depth, std::string name)
+    : name_(std::move(name)), ops_(static_cast<size_t>(std::max(1, depth))) {}
 
 UringQueue::~UringQueue() {
   if (reaper_.joinable()) {
@@ -48,7 +50,10 @@ Status UringQueue::Init(const std::vector<std::span<uint8_t>>& buffers, unsigned
   const bool fixed_files = io_uring_register_files_sparse(&ring_, file_slots) == 0;
   slot_used_.assign(fixed_files ? file_slots : 0, false);
   for (Op& op : ops_) free_.push_back(&op);
-  reaper_ = std::thread([this] { Reap(); });
+  reaper_ = std::thread([this] {
+    NameThisThread(name_);
+    Reap();
+  });
   return Status::Ok();
 }
 

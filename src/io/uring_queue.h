@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -30,8 +31,9 @@ struct UringTransfer {
 // REQUIRES: destroyed with no transfer of a destroyed file in flight.
 class UringQueue {
  public:
-  // `depth` submission queue entries: transfers in flight at once (at least 1).
-  explicit UringQueue(int depth);
+  // `depth` submission queue entries: transfers in flight at once (at least 1); `name` names the
+  // I/O thread.
+  UringQueue(int depth, std::string name);
   // Waits for the transfers in flight, then stops the I/O thread.
   ~UringQueue();
   UringQueue(const UringQueue&) = delete;
@@ -75,6 +77,7 @@ class UringQueue {
   io_uring ring_{};
   bool ring_live_ = false;
   std::vector<Region> regions_;  // sorted by begin; index == fixed buffer index
+  const std::string name_;       // the I/O thread's
   std::vector<Op> ops_;          // never resized: Op pointers ride in user_data
   std::mutex mu_;                // guards the submission side, free_ and slot_used_
   std::condition_variable room_;

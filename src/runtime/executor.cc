@@ -7,9 +7,11 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "src/core/check.h"
+#include "src/core/thread_name.h"
 
 namespace strata {
 namespace {
@@ -141,6 +143,7 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
   const int output_layer = schedule.num_layers() - 1;
 
   auto lane_main = [&](int lane) {
+    NameThisThread(std::string("strata-") + LaneName(static_cast<Lane>(lane)));
     LaneRecord& record = records[static_cast<size_t>(lane)];
     std::minstd_rand rng(options.jitter_seed * 3 + static_cast<uint32_t>(lane));
     for (const Step& step : steps) {
