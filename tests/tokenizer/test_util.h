@@ -2,7 +2,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -27,12 +26,18 @@ inline nlohmann::json ReadJson(const std::string& path) {
   return parsed.is_discarded() ? nlohmann::json::object() : parsed;
 }
 
-// A fresh empty directory under the test temp dir.
+// A fresh empty directory under the test temp dir, named after the running test and the call's
+// place among its calls, so that runs reuse their directories instead of adding new ones.
 inline std::filesystem::path ScratchDir() {
   static std::atomic<int> counter{0};
-  const std::filesystem::path dir =
-      std::filesystem::path(::testing::TempDir()) /
-      ("strata_tokenizer_" + std::to_string(getpid()) + "_" + std::to_string(counter++));
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = "strata_tokenizer_";
+  if (info != nullptr) name += std::string(info->test_suite_name()) + "_" + info->name() + "_";
+  name += std::to_string(counter++);
+  for (char& c : name) {
+    if (c == '/') c = '_';  // parameterised test names
+  }
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / name;
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir;
