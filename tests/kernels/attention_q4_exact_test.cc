@@ -72,15 +72,14 @@ void ExpectExact(const Case& c, int head_dim) {
       }
     }
     for (int group : {1, 3, 4, 8}) {
-      DecodeAttentionQ4Shape s;
-      s.batch = kBatch;
-      s.num_kv_heads = kKvHeads;
-      s.num_heads = kKvHeads * group;
-      s.head_dim = d;
-      s.max_len = shape.max_len;
-      s.cache_len = c.context;
-      s.scale = 1.0f / std::sqrt(static_cast<float>(d));
-      s.keys_rotated = rotate;
+      const DecodeAttentionQ4Shape s{.batch = kBatch,
+                                     .num_heads = kKvHeads * group,
+                                     .num_kv_heads = kKvHeads,
+                                     .head_dim = d,
+                                     .max_len = shape.max_len,
+                                     .cache_len = c.context,
+                                     .scale = 1.0f / std::sqrt(static_cast<float>(d)),
+                                     .keys_rotated = rotate};
       std::vector<float> q(static_cast<size_t>(kBatch) * s.num_heads * d);
       for (float& x : q) x = 2.0f * normal(rng);
       const std::vector<double> ref = ReferenceDecode(

@@ -67,14 +67,13 @@ double ExactError(bool rotate, bool smooth) {
     write(1, len - 1);
     std::vector<float> q(static_cast<size_t>(kBatch) * kHeads * kDim);
     for (float& x : q) x = 2.0f * normal(rng);
-    kc::DecodeAttentionQ4Shape s;
-    s.batch = kBatch;
-    s.num_heads = kHeads;
-    s.num_kv_heads = kKvHeads;
-    s.head_dim = kDim;
-    s.max_len = kMaxLen;
-    s.cache_len = len;
-    s.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+    const kc::DecodeAttentionQ4Shape s{.batch = kBatch,
+                                       .num_heads = kHeads,
+                                       .num_kv_heads = kKvHeads,
+                                       .head_dim = kDim,
+                                       .max_len = kMaxLen,
+                                       .cache_len = len,
+                                       .scale = 1.0f / std::sqrt(static_cast<float>(kDim))};
     std::vector<float> out(q.size());
     cache.DecodeAttention(0, s, q.data(), start, out.data());
     // The reference: 4-bit tokens as read back (un-rotated, un-smoothed), exact ones as written.

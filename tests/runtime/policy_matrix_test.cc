@@ -86,6 +86,27 @@ std::vector<GenerationRequest> Requests(const nlohmann::json& expected, int max_
   return block;
 }
 
+// Generator's results for `block` with `compression` (its weights Q4Weights::RoundTripped() when
+// they are 4-bit): the reference that every policy must reproduce.
+std::vector<GenerationResult> GeneratorResults(const Model& model, const Tokenizer& tokenizer,
+                                               const std::vector<GenerationRequest>& block,
+                                               Compression compression = {}) {
+  auto backend = MakeCpuBackend();
+  std::unique_ptr<Q4Weights> q4;
+  if (compression.weight) q4 = std::make_unique<Q4Weights>(model);
+  Transformer transformer(model, *backend, q4 ? &q4->RoundTripped() : nullptr);
+  Generator generator(transformer, tokenizer, EndOfGenerationIds(tokenizer, model.config()));
+  generator.set_cache_options(CacheOptionsOf(compression));
+  return generator.Generate(block);
+}
+
+// The tokens of each result.
+std::vector<std::vector<int32_t>> TokensOf(const std::vector<GenerationResult>& results) {
+  std::vector<std::vector<int32_t>> tokens;
+  for (const GenerationResult& r : results) tokens.push_back(r.tokens);
+  return tokens;
+}
+
 // Runs `block` under every policy, compares the tokens with Generator's and returns each run's
 // metrics. `jitter_us` shakes the lanes.
 std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& tokenizer,
@@ -94,13 +115,8 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
                                            Compression compression = {}) {
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend();
-  std::unique_ptr<Q4Weights> q4;
-  if (compression.weight) q4 = std::make_unique<Q4Weights>(model);
-  Transformer transformer(model, *backend, q4 ? &q4->RoundTripped() : nullptr);
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
-  Generator generator(transformer, tokenizer, eog);
-  generator.set_cache_options(CacheOptionsOf(compression));
-  const std::vector<GenerationResult> want = generator.Generate(block);
+  const std::vector<GenerationResult> want = GeneratorResults(model, tokenizer, block, compression);
   for (const Policy& policy : policies) {
     SCOPED_TRACE(policy.name);
     OffloadOptions o;
@@ -160,14 +176,9 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
   ASSERT_FALSE(block.empty());
   // Generator itself reproduces transformers' greedy tokens (parity_test.cc); check it here too,
   // so that "equal to Generator" means "right".
-  {
-    auto backend = MakeCpuBackend();
-    Transformer transformer(*model, *backend);
-    Generator generator(transformer, *tokenizer, {});
-    const std::vector<GenerationResult> ref = generator.Generate(block);
-    for (size_t p = 0; p < block.size(); ++p) {
-      EXPECT_EQ(ref[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
-    }
+  const std::vector<GenerationResult> ref = GeneratorResults(*model, *tokenizer, block);
+  for (size_t p = 0; p < block.size(); ++p) {
+    EXPECT_EQ(ref[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
   }
   CheckPolicies(*model, *tokenizer, block,
                 std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0);
@@ -188,8 +199,6 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   const std::vector<GenerationRequest> block =
       FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
-  auto backend = MakeCpuBackend();
-  Transformer transformer(*model, *backend);
   std::vector<std::vector<std::vector<int32_t>>> references;
   for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
     SCOPED_TRACE(std::string(CacheKeysName(keys)) + " keys");
@@ -203,12 +212,7 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
       CheckPolicies(*model, *tokenizer, block,
                     {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
     }
-    Generator generator(transformer, *tokenizer, {});
-    generator.set_cache_options(CacheOptionsOf(c));
-    references.emplace_back();
-    for (const GenerationResult& r : generator.Generate(block)) {
-      references.back().push_back(r.tokens);
-    }
+    references.push_back(TokensOf(GeneratorResults(*model, *tokenizer, block, c)));
   }
   // The plain reference is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
   size_t differ = 0;
@@ -245,25 +249,15 @@ TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEver
       CheckPolicies(*model, *tokenizer, block, {kPolicies[0], kPolicies[6], kPolicies[10]}, 0,
                     {.cache = true, .keys = CacheKeys::kSmoothed, .sink = 1, .window = window});
     }
-    auto backend = MakeCpuBackend();
-    Transformer transformer(*model, *backend);
-    Generator generator(transformer, *tokenizer, {});
-    generator.set_cache_options(CacheOptionsOf(c));
-    references.emplace_back();
-    for (const GenerationResult& r : generator.Generate(block)) {
-      references.back().push_back(r.tokens);
-    }
+    references.push_back(TokensOf(GeneratorResults(*model, *tokenizer, block, c)));
   }
   EXPECT_NE(references[0], references[1]) << "the exact window changed no token";
   // A window as long as the sequences keeps every token exact: transformers' fp32 greedy tokens.
   size_t longest = 0;
   for (const GenerationRequest& r : block) longest = std::max(longest, r.prompt.size());
-  auto backend = MakeCpuBackend();
-  Transformer transformer(*model, *backend);
-  Generator generator(transformer, *tokenizer, {});
-  generator.set_cache_options(CacheOptionsOf(
-      {.cache = true, .keys = CacheKeys::kSmoothed, .window = static_cast<int>(longest) + 16}));
-  const std::vector<GenerationResult> all_exact = generator.Generate(block);
+  const std::vector<GenerationResult> all_exact = GeneratorResults(
+      *model, *tokenizer, block,
+      {.cache = true, .keys = CacheKeys::kSmoothed, .window = static_cast<int>(longest) + 16});
   for (size_t p = 0; p < block.size(); ++p) {
     EXPECT_EQ(all_exact[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
   }
@@ -289,11 +283,8 @@ TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) 
     CheckPolicies(*model, *tokenizer, block, policies, 0, c);
     CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
   }
-  auto backend = MakeCpuBackend();
-  Q4Weights q4(*model);
-  Transformer transformer(*model, *backend, &q4.RoundTripped());
-  Generator generator(transformer, *tokenizer, {});
-  const std::vector<GenerationResult> ref = generator.Generate(block);
+  const std::vector<GenerationResult> ref =
+      GeneratorResults(*model, *tokenizer, block, {.weight = true});
   size_t differ = 0;
   for (size_t p = 0; p < block.size(); ++p) {
     differ += ref[p].tokens != expected["greedy"][p].get<std::vector<int32_t>>();
