@@ -182,6 +182,11 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
                                model.name + " has " + std::to_string(model.head_dim) +
                                "; use --cache-keys plain");
   }
+  if (model.q4_weights && !plan.compress_weight) {
+    return Status::InvalidArgument(model.name +
+                                   " stores its weights in 4 bits: plan it with "
+                                   "--compress-weight");
+  }
   const std::vector<WeightLayer> layers = BuildWeightLayers(model);
   const Shape s = ShapeOf(model, workload, plan, layers);
 

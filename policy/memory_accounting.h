@@ -137,7 +137,8 @@ struct MemoryPlan {
 // of min(64, head_dim)).
 int64_t KvHeadTokenBytes(const ModelSpec& model, bool compress_cache);
 
-// The accounting. InvalidArgument when the plan, model or workload does not validate, and
+// The accounting. InvalidArgument when the plan, model or workload does not validate or the
+// model's weights are stored 4-bit (model.q4_weights) and the plan does not compress them, and
 // Unsupported for a 4-bit cache whose head_dim the format cannot group (or, for rotated keys, is
 // not a power of two).
 Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workload,

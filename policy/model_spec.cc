@@ -59,6 +59,7 @@ Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string&
   reader.OptionalInt("position_embedding_rows", &spec.position_embedding_rows, 0);
   reader.OptionalBool("tie_word_embeddings", &spec.tie_word_embeddings);
   reader.Int("weight_dtype_bytes", &spec.weight_dtype_bytes, 1);
+  reader.OptionalBool("q4_weights", &spec.q4_weights);
   reader.OptionalInt("activation_dtype_bytes", &spec.activation_dtype_bytes, 1);
   STRATA_RETURN_IF_ERROR(reader.Finish());
   Status valid = spec.Validate();
@@ -89,6 +90,7 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
       << "position_embedding_rows: " << spec.position_embedding_rows << "\n"
       << "tie_word_embeddings: " << b(spec.tie_word_embeddings) << "\n"
       << "weight_dtype_bytes: " << spec.weight_dtype_bytes << "\n"
+      << "q4_weights: " << b(spec.q4_weights) << "\n"
       << "activation_dtype_bytes: " << spec.activation_dtype_bytes << "\n";
   return out.str();
 }

@@ -26,6 +26,8 @@ struct ModelSpec {
   int position_embedding_rows = 0;   // rows of a learned position table (OPT: max + 2); 0: RoPE
   bool tie_word_embeddings = false;  // the output projection is the input embedding
   int weight_dtype_bytes = 2;        // bytes per stored weight element (2: fp16/bf16)
+  bool q4_weights = false;           // the matrices are stored 4-bit already (a strata store from
+                                     // `convert --compress-weight`): plans need compress_weight
   int activation_dtype_bytes = 2;    // bytes per KV cache and hidden-state element the runtime
                                      // computes in (2 on the GPU; 4 in the fp32 CPU build)
 
@@ -36,8 +38,8 @@ struct ModelSpec {
 };
 
 // YAML with one key per field. Every key is required except position_embedding_rows (default 0),
-// tie_word_embeddings, linear_bias, norm_bias (default false) and activation_dtype_bytes
-// (default 2); unknown keys are errors. Messages name the key and `origin`.
+// tie_word_embeddings, linear_bias, norm_bias, q4_weights (default false) and
+// activation_dtype_bytes (default 2); unknown keys are errors. Messages name the key and `origin`.
 Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string& origin);
 Result<ModelSpec> LoadModelSpecYaml(const std::string& path);
 std::string ModelSpecToYaml(const ModelSpec& spec);

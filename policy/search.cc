@@ -162,7 +162,7 @@ Status SmallestPlanStatus(const ModelSpec& model, const Workload& workload, cons
                           const SearchOptions& options) {
   Plan plan;
   plan.weight_gpu_percent = plan.cache_gpu_percent = plan.activation_gpu_percent = 0;
-  plan.compress_weight = options.allow_compress_weight;
+  plan.compress_weight = options.allow_compress_weight || model.q4_weights;
   plan.compress_cache = options.allow_compress_cache;
   Result<MemoryPlan> memory = AccountMemory(model, workload, plan);
   if (!memory.ok()) {
@@ -201,7 +201,7 @@ Result<SearchResult> SearchPlan(const ModelSpec& model, const Workload& workload
     shape.compress_weight = combination & 1;
     shape.compress_cache = combination & 2;
     shape.cpu_attention = combination & 4;
-    if ((shape.compress_weight && !options.allow_compress_weight) ||
+    if ((shape.compress_weight && !options.allow_compress_weight && !model.q4_weights) ||
         (shape.compress_cache && !options.allow_compress_cache) ||
         (shape.cpu_attention && !options.allow_cpu_attention)) {
       continue;

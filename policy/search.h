@@ -36,7 +36,7 @@ Result<PlanEvaluation> EvaluatePlan(const ModelSpec& model, const Workload& work
                                     const Plan& plan, const HardwareSpec& hardware);
 
 struct SearchOptions {
-  bool allow_compress_weight = true;
+  bool allow_compress_weight = true;  // always, for a model with q4_weights
   bool allow_compress_cache = true;
   bool allow_cpu_attention = true;
   int max_gpu_batch_size = 4096;

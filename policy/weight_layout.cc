@@ -56,7 +56,7 @@ int64_t Q4RowBytes(int64_t cols) {
 }
 
 bool StoredQ4(const WeightTensor& t, bool compress) {
-  return compress && t.matrix && t.cols > 0 && t.cols % kWeightQ4GroupCols == 0;
+  return compress && t.matrix && t.cols > 0 && t.cols % kQ4GroupCols == 0;
 }
 
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "policy/model_spec.h"
+#include "src/core/dtype.h"
 
 namespace strata {
 
@@ -39,8 +40,8 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& model);
 // 32 + 4 bytes, 4.5 bits per element).
 int64_t Q4RowBytes(int64_t cols);
 // Whether `t` is stored 4-bit under `compress`: matrices whose cols are a multiple of the group
-// (kernels/cpu/weight_q4.h); other matrices and all vectors stay in the weight dtype.
-inline constexpr int64_t kWeightQ4GroupCols = 64;
+// (kQ4GroupCols, as kernels/cpu/weight_q4.h); other matrices and all vectors stay in the weight
+// dtype.
 bool StoredQ4(const WeightTensor& t, bool compress);
 // Bytes of one row as stored: 4-bit when StoredQ4.
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes);

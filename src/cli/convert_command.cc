@@ -44,7 +44,7 @@ int ConvertCommand(const ConvertOptions& o) {
               static_cast<double>(written->data_bytes) / (1 << 20), o.model.c_str(), seconds);
   if (written->raw_matrices > 0) {
     std::printf("kept %d weight matrices raw: their rows are not a multiple of %d elements\n",
-                written->raw_matrices, kStoreQ4Group);
+                written->raw_matrices, static_cast<int>(kQ4GroupCols));
   }
   return kExitOk;
 }

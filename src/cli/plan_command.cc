@@ -363,6 +363,7 @@ int PlanCommand(const PlanOptions& o) {
   } else {
     Result<Plan> plan = GivenPlan(o, *cache_keys);
     if (!plan.ok()) return Fail(plan.status());
+    plan->compress_weight = plan->compress_weight || in->model.q4_weights;
     Result<PlanEvaluation> e = EvaluatePlan(in->model, in->workload, *plan, in->hardware);
     if (!e.ok()) return Fail(e.status());
     evaluation = std::move(e).value();

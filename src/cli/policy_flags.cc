@@ -81,6 +81,10 @@ Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpe
     chosen.how = f.explicit_plan() ? "given"
                  : !hardware      ? "default (no hardware profile to search with)"
                                   : "default (the model's layout is not one the search describes)";
+    if (model && model->q4_weights && !chosen.plan.compress_weight) {
+      chosen.plan.compress_weight = true;
+      chosen.how += ", with 4-bit weights as the model stores them";
+    }
     return chosen;
   }
   HardwareSpec hw = *hardware;

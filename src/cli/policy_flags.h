@@ -66,7 +66,8 @@ Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& flags,
 // profile and the model's description, the search's best plan for `workload` (blocks of at most
 // `max_block_size` sequences; never compressed: 4-bit changes the tokens, so it is asked for by
 // hand; --gpu-mem-gib caps the device tier);
-// else PlanFromFlags' default. Errors: PlanFromFlags', the search's
+// else PlanFromFlags' default. A model whose weights are stored 4-bit (ModelSpec::q4_weights)
+// gets compress_weight whatever the flags say. Errors: PlanFromFlags', the search's
 // ResourceExhausted when nothing fits.
 struct ChosenPlan {
   Plan plan;

@@ -1,5 +1,7 @@
 #include "src/core/dtype.h"
 
+#include "src/core/check.h"
+
 namespace strata {
 
 const char* DTypeName(DType t) {
@@ -7,8 +9,15 @@ const char* DTypeName(DType t) {
     case DType::kF32: return "F32";
     case DType::kF16: return "F16";
     case DType::kBF16: return "BF16";
+    case DType::kQ4:
+      return "Q4";
   }
   return "?";
+}
+
+size_t DTypeBytes(DType t) {
+  STRATA_CHECK(t != DType::kQ4);
+  return t == DType::kF32 ? 4 : 2;
 }
 
 std::optional<DType> DTypeFromName(std::string_view name) {
@@ -57,7 +66,10 @@ void ConvertToFloat(DType t, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToFloat(s[i]);
       return;
     }
+    case DType::kQ4:
+      break;
   }
+  STRATA_CHECK(t != DType::kQ4);
 }
 
 }  // namespace strata

@@ -1,5 +1,6 @@
-// Element types of dense tensors, and the scalar conversions between them. Quantized file formats
-// (GGUF Q4_1 and friends) are expanded by their readers into one of these.
+// Element types of tensors, and the scalar conversions between the dense ones. Quantized file
+// formats (GGUF Q4_1 and friends) are expanded by their readers into a dense type; the one
+// exception is kQ4 below.
 #pragma once
 
 #include <cstdint>
@@ -9,9 +10,17 @@
 
 namespace strata {
 
-enum class DType : uint8_t { kF32, kF16, kBF16 };
+// kQ4 is not dense: a matrix in 4-bit group-wise planes (kernels/cpu/weight_q4.h's layout, groups
+// of kQ4GroupCols along a row), as a strata store written by `strata convert --compress-weight`
+// holds it. A kQ4 view's data points at its codes [rows, cols / 2]; its fp16 {scale, minimum}
+// params are Model::StoredQ4Of(data). No kernel reads a kQ4 view: the offloading engine moves the
+// planes and expands them per layer, and Transformer expands them once (Q4Weights).
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ4 };
 
-constexpr size_t DTypeBytes(DType t) { return t == DType::kF32 ? 4 : 2; }
+inline constexpr int64_t kQ4GroupCols = 64;
+
+// Bytes per element of a dense type. REQUIRES: t != kQ4 (TensorView::bytes() sizes those).
+size_t DTypeBytes(DType t);
 const char* DTypeName(DType t);
 // "F32"/"F16"/"BF16" (safetensors spelling) to DType; nullopt for anything else.
 std::optional<DType> DTypeFromName(std::string_view name);
@@ -51,7 +60,7 @@ inline float Bf16ToFloat(uint16_t b) {
   return f;
 }
 
-// Converts n elements of type `t` at `src` to float.
+// Converts n elements of type `t` at `src` to float. REQUIRES: t != kQ4.
 void ConvertToFloat(DType t, const void* src, float* dst, size_t n);
 
 }  // namespace strata

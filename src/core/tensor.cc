@@ -2,6 +2,12 @@
 
 namespace strata {
 
+size_t TensorView::bytes() const {
+  const auto n = static_cast<size_t>(numel());
+  if (dtype != DType::kQ4) return n * DTypeBytes(dtype);
+  return n / 2 + n / kQ4GroupCols * 2 * sizeof(uint16_t);
+}
+
 std::string TensorView::Describe() const {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);

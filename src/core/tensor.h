@@ -1,5 +1,6 @@
-// TensorView: a non-owning, row-major view of dense data. Weights are views into memory-mapped
-// files or into buffers their loader owns; the view never frees anything.
+// TensorView: a non-owning, row-major view of dense data (or of 4-bit planes, DType::kQ4). Weights
+// are views into memory-mapped files or into buffers their loader owns; the view never frees
+// anything.
 #pragma once
 
 #include <cstdint>
@@ -21,7 +22,8 @@ struct TensorView {
     for (int64_t d : shape) n *= d;
     return n;
   }
-  size_t bytes() const { return static_cast<size_t>(numel()) * DTypeBytes(dtype); }
+  // The bytes of its data; for kQ4, its codes and params together.
+  size_t bytes() const;
   int64_t dim(int i) const { return shape.at(static_cast<size_t>(i)); }
   // "[49152, 576] F32", for messages.
   std::string Describe() const;

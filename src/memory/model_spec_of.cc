@@ -9,8 +9,8 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   const ModelWeights& w = model.weights();
   std::set<DType> dtypes;
   std::set<bool> biases;
-  auto note = [&](const TensorView& t) {
-    if (t.present()) dtypes.insert(t.dtype);
+  auto note = [&](const TensorView& t) {  // 4-bit matrices are accounted as plan.compress_weight
+    if (t.present() && t.dtype != DType::kQ4) dtypes.insert(t.dtype);
   };
   for (const TensorView* t : {&w.token_embedding, &w.position_embedding, &w.final_norm,
                               &w.final_norm_bias, &w.lm_head}) {
@@ -52,6 +52,7 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
       w.position_embedding.present() ? static_cast<int>(w.position_embedding.dim(0)) : 0;
   s.tie_word_embeddings = w.lm_head.data == w.token_embedding.data;
   s.weight_dtype_bytes = static_cast<int>(DTypeBytes(*dtypes.begin()));
+  s.q4_weights = model.has_q4_weights();
   s.activation_dtype_bytes = activation_dtype_bytes;
   STRATA_RETURN_IF_ERROR(s.Validate());
   return s;

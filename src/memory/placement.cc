@@ -167,6 +167,11 @@ TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
+  if (model.has_q4_weights() && !plan.compress_weight) {
+    return Status::InvalidArgument(model.source() +
+                                   " stores its weights in 4 bits: run it with "
+                                   "--compress-weight");
+  }
   const ModelConfig& c = model.config();
   if (plan.compress_cache &&
       (c.head_dim % 2 != 0 || (c.head_dim > 64 && c.head_dim % 64 != 0))) {

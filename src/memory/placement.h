@@ -117,7 +117,8 @@ struct Placement {
 
 // Places a block of `shape` by `plan`. Unsupported for a 4-bit cache the model's head_dim cannot
 // be grouped for (or rotated keys a head_dim that is not a power of two),
-// InvalidArgument for a plan or shape that does not validate.
+// InvalidArgument for a plan or shape that does not validate, or a model with 4-bit weights
+// (Model::has_q4_weights) and a plan without compress_weight.
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape);
 
 }  // namespace strata

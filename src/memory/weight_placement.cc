@@ -16,8 +16,13 @@ PlacedTensor Tensor(std::string name, const TensorView& view) {
   PlacedTensor t;
   t.name = std::move(name);
   t.source = view;
-  t.row_bytes = view.shape.size() == 2 ? view.dim(1) * static_cast<int64_t>(DTypeBytes(view.dtype))
-                                       : static_cast<int64_t>(view.bytes());
+  if (view.dtype == DType::kQ4) {
+    t.row_bytes = Q4RowBytes(view.dim(1));
+  } else if (view.shape.size() == 2) {
+    t.row_bytes = view.dim(1) * static_cast<int64_t>(DTypeBytes(view.dtype));
+  } else {
+    t.row_bytes = static_cast<int64_t>(view.bytes());
+  }
   return t;
 }
 

@@ -74,8 +74,8 @@ float* ModelBuilder::NewBuffer(size_t n) {
   return model_->owned_.back().data();
 }
 
-void ModelBuilder::AddStoredQ4(const float* expanded, Model::StoredQ4 planes) {
-  model_->stored_q4_[expanded] = planes;
+void ModelBuilder::AddStoredQ4(Model::StoredQ4 planes) {
+  model_->stored_q4_[planes.codes] = planes;
 }
 
 TensorView ModelBuilder::Aligned(const TensorView& view) {

@@ -1,6 +1,7 @@
 // Model: a loaded model — its config, its weights as tensor views, and what its file says about
 // its tokenizer and chat template. Loading memory-maps the files; F32/F16/BF16 tensors are views
-// into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns.
+// into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns, and the 4-bit
+// matrices of a strata store stay as stored (DType::kQ4 views into the map).
 #pragma once
 
 #include <cstdint>
@@ -69,18 +70,21 @@ class Model {
   const GgufTokenizerData& gguf_tokenizer() const { return gguf_tokenizer_; }
   // The Jinja chat template, from tokenizer_config.json or GGUF metadata; empty when none.
   const std::string& chat_template() const { return chat_template_; }
-  // Bytes of weight data the forward pass reads (all tensors, as stored in memory).
+  // Bytes of weight data the forward pass reads (all tensors, as stored in memory; planes for
+  // kQ4 ones).
   uint64_t weight_bytes() const;
+  // True when some matrices are kQ4 (a store written by `strata convert --compress-weight`): such
+  // a model runs with 4-bit weights only (plan.compress_weight).
+  bool has_q4_weights() const { return !stored_q4_.empty(); }
   const std::string& source() const { return source_; }
   // The tensors.bin of the strata store the model was loaded from; empty for other sources.
   const std::string& store_data_path() const { return store_data_path_; }
-  // The offset in store_data_path() of the bytes at `data` when they are the store's own bytes,
-  // unchanged (a raw store tensor is a view into its map; checksums were verified at load);
-  // -1 otherwise (other sources, 4-bit store tensors expanded at load).
+  // The offset in store_data_path() of the bytes at `data` when they are the store's own bytes
+  // (store tensors are views into its map; checksums were verified at load); -1 otherwise.
   int64_t StoreOffsetOf(const void* data) const;
-  // The 4-bit planes a store tensor was expanded from at load (`strata convert --compress-weight`),
-  // when `data` is that tensor's expanded fp32 buffer: views into the store's mapped tensors.bin,
-  // in kernels/cpu/weight_q4.h's layout. nullptr for every other tensor.
+  // The 4-bit planes of a kQ4 tensor (`strata convert --compress-weight`) whose data is `data`:
+  // views into the store's mapped tensors.bin, in kernels/cpu/weight_q4.h's layout. nullptr for
+  // every other tensor.
   struct StoredQ4 {
     const uint8_t* codes = nullptr;    // [rows, cols / 2]
     const uint16_t* params = nullptr;  // [rows, cols / 64, 2] fp16 bits {scale, minimum}
@@ -99,8 +103,8 @@ class Model {
   std::string store_data_path_;
   const MappedFile* store_data_ = nullptr;  // one of files_
   std::vector<std::unique_ptr<MappedFile>> files_;
-  std::vector<std::vector<float>> owned_;  // expanded quantized tensors
-  std::map<const void*, StoredQ4> stored_q4_;  // by the expanded buffer
+  std::vector<std::vector<float>> owned_;      // expanded quantized GGUF tensors
+  std::map<const void*, StoredQ4> stored_q4_;  // by the codes, a kQ4 view's data
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or

@@ -27,9 +27,9 @@ class ModelBuilder {
   void AddStoreData(std::unique_ptr<MappedFile> file);
   // A zeroed F32 buffer of `n` elements owned by the Model.
   float* NewBuffer(size_t n);
-  // Records that `expanded` (a NewBuffer) holds the expansion of these 4-bit planes, for
-  // Model::StoredQ4Of(). REQUIRES: the planes lie in a file added with AddStoreData.
-  void AddStoredQ4(const float* expanded, Model::StoredQ4 planes);
+  // Records the planes of a kQ4 view (whose data is planes.codes), for Model::StoredQ4Of().
+  // REQUIRES: the planes lie in a file added with AddStoreData.
+  void AddStoredQ4(Model::StoredQ4 planes);
   // `view` itself when its data is aligned to its element size, else an F32 copy the Model owns
   // (safetensors does not promise alignment).
   TensorView Aligned(const TensorView& view);

@@ -145,12 +145,12 @@ Result<StoreTensor> ReadTensor(const json& j, uint64_t data_bytes) {
   if (JsonString(j, "encoding") == "q4") {
     t.encoding = StoreEncoding::kQ4;
     const int64_t cols = t.shape.back();
-    if (t.shape.size() != 2 || cols % kStoreQ4Group != 0) return Missing("shape");
+    if (t.shape.size() != 2 || cols % kQ4GroupCols != 0) return Missing("shape");
     auto params = j.find("q4_params");
     if (params == j.end()) return Missing("q4_params");
     STRATA_ASSIGN_OR_RETURN(t.q4_params, ReadExtent(*params, data_bytes));
     expected = static_cast<uint64_t>(numel) / 2;
-    if (t.q4_params.bytes != static_cast<uint64_t>(numel / kStoreQ4Group) * 4) {
+    if (t.q4_params.bytes != static_cast<uint64_t>(numel / kQ4GroupCols) * 4) {
       return Status::Corrupt("q4_params of " + std::to_string(t.q4_params.bytes) +
                              " bytes do not match the shape");
     }
@@ -161,28 +161,6 @@ Result<StoreTensor> ReadTensor(const json& j, uint64_t data_bytes) {
     return Status::Corrupt(std::to_string(t.data.bytes) + " bytes do not match the shape");
   }
   return t;
-}
-
-// out[rows, cols] from 4-bit codes and fp16 {scale, minimum} per group of kStoreQ4Group, in
-// kernels/cpu/weight_q4.h's layout (byte j of a group holds elements j and j + 32). The store
-// test holds this bit-for-bit to kernels::cpu::ExpandWeightQ4, which src/model may not call.
-void ExpandQ4(const uint8_t* codes, const uint16_t* params, int64_t rows, int64_t cols,
-              float* out) {
-  constexpr int kHalf = kStoreQ4Group / 2;
-  const int64_t groups = cols / kStoreQ4Group;
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const float scale = HalfToFloat(params[2 * (r * groups + g)]);
-      const float minimum = HalfToFloat(params[2 * (r * groups + g) + 1]);
-      const uint8_t* c = codes + (r * cols + g * kStoreQ4Group) / 2;
-      float* y = out + r * cols + g * kStoreQ4Group;
-      for (int j = 0; j < kHalf; ++j) {
-        y[j] = static_cast<float>(c[j] & 0xF) * scale + minimum;
-        y[j + kHalf] = static_cast<float>(c[j] >> 4) * scale + minimum;
-      }
-    }
-  }
 }
 
 }  // namespace
@@ -418,13 +396,13 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
     if (fresh && t->encoding == StoreEncoding::kRaw) {
       it->second = TensorView{t->dtype, t->shape, data->data() + t->data.offset};
     } else if (fresh) {
-      float* out = b.NewBuffer(static_cast<size_t>(t->shape[0] * t->shape[1]));
+      // Kept as stored: nothing is expanded at load (a 70B model's planes are 35 GiB, its fp32
+      // expansion 280 GiB).
       const Model::StoredQ4 planes{
           data->data() + t->data.offset,
           reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)};
-      ExpandQ4(planes.codes, planes.params, t->shape[0], t->shape[1], out);
-      b.AddStoredQ4(out, planes);
-      it->second = TensorView{DType::kF32, t->shape, out};
+      b.AddStoredQ4(planes);
+      it->second = TensorView{DType::kQ4, t->shape, planes.codes};
     }
     *slot.view = it->second;
   }

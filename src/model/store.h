@@ -28,9 +28,6 @@ inline constexpr char kStoreDataName[] = "tensors.bin";
 inline constexpr char kStoreTokenizerName[] = "tokenizer.json";
 inline constexpr char kStoreFormat[] = "strata-store";
 inline constexpr int kStoreVersion = 1;
-// The group of the 4-bit weights, as kernels/cpu/weight_q4.h (kWeightQ4Group).
-inline constexpr int kStoreQ4Group = 64;
-
 enum class StoreEncoding {
   kRaw,  // elements of `dtype`, row-major
   kQ4,   // group-wise 4-bit, the layout of kernels/cpu/weight_q4.h, quantized from `dtype`

@@ -144,6 +144,11 @@ Status PrepareDirectory(const fs::path& dir) {
 
 Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
                                      const StoreWriteOptions& options) {
+  if (model.has_q4_weights()) {
+    return Status::InvalidArgument(model.source() +
+                                   " is a 4-bit strata store already; convert the model it was "
+                                   "converted from instead");
+  }
   STRATA_RETURN_IF_ERROR(CheckUtf8(model));
   const fs::path root(dir);
   STRATA_RETURN_IF_ERROR(PrepareDirectory(root));
@@ -173,9 +178,9 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
     json entry = {{"name", slot.name}, {"dtype", DTypeName(v.dtype)}, {"shape", v.shape}};
     StoreExtent data, params;
     const bool matrix = v.shape.size() == 2;
-    if (options.quantize_q4 && matrix && v.shape[1] % kStoreQ4Group == 0) {
+    if (options.quantize_q4 && matrix && v.shape[1] % kQ4GroupCols == 0) {
       std::vector<uint8_t> codes(static_cast<size_t>(v.numel() / 2));
-      std::vector<uint16_t> halves(static_cast<size_t>(v.numel() / kStoreQ4Group * 2));
+      std::vector<uint16_t> halves(static_cast<size_t>(v.numel() / kQ4GroupCols * 2));
       options.quantize_q4(v, codes.data(), halves.data());
       STRATA_RETURN_IF_ERROR(writer.Append(codes.data(), codes.size(), &data));
       STRATA_RETURN_IF_ERROR(writer.Append(halves.data(), halves.size() * 2, &params));

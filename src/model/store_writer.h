@@ -35,9 +35,9 @@ struct StoreWriteSummary {
 };
 
 // Writes `model` as a store in `dir`, which must not exist or be empty (InvalidArgument
-// otherwise). tensors.bin is written and synced before manifest.json is renamed into place,
-// so a directory with a manifest always holds a complete store. On failure the partial
-// directory is left for inspection and the Status names it.
+// otherwise; also for a model with 4-bit weights, a store itself). tensors.bin is written and
+// synced before manifest.json is renamed into place, so a directory with a manifest always holds a
+// complete store. On failure the partial directory is left for inspection and the Status names it.
 Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
                                      const StoreWriteOptions& options = {});
 

@@ -16,7 +16,10 @@ WeightQ4Source SourceType(DType dtype) {
       return WeightQ4Source::kF16;
     case DType::kBF16:
       return WeightQ4Source::kBF16;
+    case DType::kQ4:
+      break;  // stored planes are used as they are, never quantized again
   }
+  STRATA_CHECK(dtype != DType::kQ4);
   return WeightQ4Source::kF32;
 }
 

@@ -116,5 +116,34 @@ TEST_F(OffloadCliTest, SigtermStopsAnOffloadedRunAndTheRerunResumes) {
   EXPECT_EQ(ReadFile(Path("out.jsonl")), ReadFile(Path("ref.jsonl")));
 }
 
+// A 4-bit store (`strata convert --compress-weight`) runs with its weights as stored, without
+// --compress-weight: the run says so, and its lines are those of the source model quantized in
+// memory by --compress-weight. Converting the store again is refused with what to do instead.
+TEST_F(OffloadCliTest, FourBitStoreRunsWithItsWeightsAsStored) {
+  CliResult r = RunStrata("convert --model " + kModel + " --out " + Path("q4") + " --compress-weight");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  r = RunStrata("convert --model " + Path("q4") + " --out " + Path("again"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("is a 4-bit strata store already; convert the model it was "
+                               "converted from instead"),
+            std::string::npos)
+      << r.stderr_text;
+
+  Write("in.jsonl", Requests(0, 6, 6));
+  std::filesystem::create_directories(Path("off"));
+  r = RunStrata(OffloadRun(Path("in.jsonl"), Path("ref.jsonl"), Path("off")) +
+                " --compress-weight");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const std::string stored_run = "run --model " + Path("q4") + " --input " + Path("in.jsonl") +
+                                 " --output " + Path("out.jsonl") + " " + kAllDisk +
+                                 " --offload-dir " + Path("off");
+  r = RunStrata(stored_run);
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("with 4-bit weights as the model stores them"), std::string::npos)
+      << r.stderr_text;
+  EXPECT_EQ(ReadJsonLines(Path("out.jsonl")).size(), 6u);
+  EXPECT_EQ(ReadFile(Path("out.jsonl")), ReadFile(Path("ref.jsonl")));
+}
+
 }  // namespace
 }  // namespace strata

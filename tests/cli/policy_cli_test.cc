@@ -336,5 +336,28 @@ TEST_F(PolicyCliTest, BenchSearchesAndReportsLaneTimes) {
   EXPECT_NE(out.find("decode   transformer"), std::string::npos) << out;
 }
 
+// A 4-bit store's plan compresses the weights whether asked or not, and its memory is the
+// source model's under --compress-weight: the store holds exactly those planes.
+TEST_F(PolicyCliTest, PlanOfAFourBitStoreCompressesItsWeights) {
+  CliResult r = RunStrata("convert --model " + kModel + " --out " + Path("q4") + " --compress-weight");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const std::string plan = " --hardware t4 --prompt-len 16 --gen-len 8 --percent 0 50 100 0 100 0 "
+                           "--json";
+  r = RunKeepingStdout("plan --model " + Path("q4") + plan, "store.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  r = RunKeepingStdout("plan --model " + kModel + plan + " --compress-weight", "source.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json store = nlohmann::json::parse(ReadFile(Path("store.json")));
+  const nlohmann::json source = nlohmann::json::parse(ReadFile(Path("source.json")));
+  EXPECT_TRUE(store["plan"]["compress_weight"].get<bool>());
+  EXPECT_EQ(store["memory"], source["memory"]);
+  r = RunKeepingStdout("plan --model " + Path("q4") + " --hardware t4 --prompt-len 16 "
+                       "--gen-len 8 --no-compression --json",
+                       "searched.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_TRUE(
+      nlohmann::json::parse(ReadFile(Path("searched.json")))["plan"]["compress_weight"].get<bool>());
+}
+
 }  // namespace
 }  // namespace strata

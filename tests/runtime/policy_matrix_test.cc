@@ -9,7 +9,6 @@
 // exactly. With 4-bit weights (compress_weight) the reference is Generator on the same
 // quantized-then-expanded weights (Q4Weights::RoundTripped()).
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 #include "policy/memory_accounting.h"
 #include "src/backend/backend.h"
 #include "src/memory/model_spec_of.h"
+#include "src/memory/placement.h"
 #include "src/model/model.h"
 #include "src/model/store_writer.h"
 #include "src/runtime/generator.h"
@@ -545,6 +545,56 @@ TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
     }
     std::filesystem::remove_all(dir);
   }
+}
+
+// A store written with 4-bit weights (`strata convert --compress-weight`) keeps them as stored
+// (Model::has_q4_weights): Generator, which expands them on first use, gives the tokens of the
+// source model quantized in memory; every plan with compress_weight runs them; a plan without it,
+// and the accounting of one, is refused with a message that says to add --compress-weight.
+TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
+  std::unique_ptr<Model> source;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock("llama-gqa", 8, &source, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  const std::string dir = ::testing::TempDir() + "/policy_q4_store_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  StoreWriteOptions write;
+  write.quantize_q4 = QuantizeWeight;
+  ASSERT_TRUE(WriteStore(*source, dir, write).ok());
+  auto stored = LoadModel(dir);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  ASSERT_TRUE((*stored)->has_q4_weights());
+
+  const std::vector<GenerationResult> want =
+      GeneratorResults(*source, *tokenizer, block, {.weight = true});
+  EXPECT_EQ(TokensOf(GeneratorResults(**stored, *tokenizer, block)), TokensOf(want));
+  CheckPolicies(**stored, *tokenizer, block, {kPolicies[0], kPolicies[5], kPolicies[6]}, 0,
+                {.weight = true});
+
+  Plan plain;
+  Result<Placement> refused = PlaceBlock(**stored, plain, {2, 1, 16, 24});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("--compress-weight"), std::string::npos)
+      << refused.status().message();
+  Result<ModelSpec> spec = ModelSpecOf(**stored);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  EXPECT_TRUE(spec->q4_weights);
+  EXPECT_EQ(spec->weight_dtype_bytes, 2);  // the raw tensors' bf16
+  Result<MemoryPlan> unplanned = AccountMemory(*spec, {16, 8, 0}, plain);
+  ASSERT_FALSE(unplanned.ok());
+  EXPECT_NE(unplanned.status().message().find("--compress-weight"), std::string::npos);
+  plain.compress_weight = true;
+  Result<MemoryPlan> planned = AccountMemory(*spec, {16, 8, 0}, plain);
+  ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+  Result<MemoryPlan> from_source = AccountMemory(*ModelSpecOf(*source), {16, 8, 0}, plain);
+  ASSERT_TRUE(from_source.ok());
+  for (const Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+    EXPECT_EQ(planned->total_bytes.at(t), from_source->total_bytes.at(t));
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -25,7 +25,10 @@ ElemType ElemTypeOf(DType t) {
     case DType::kF32: return ElemType::kF32;
     case DType::kF16: return ElemType::kF16;
     case DType::kBF16: return ElemType::kBF16;
+    case DType::kQ4:
+      break;  // planes are expanded before any kernel sees them
   }
+  STRATA_CHECK(t != DType::kQ4);
   return ElemType::kF32;
 }
 
