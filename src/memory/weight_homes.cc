@@ -30,8 +30,8 @@ void LogDiskWeights(const WeightPlacement& weights, uint64_t copied_bytes) {
   if (copied_bytes > 0 && !logged_copy.exchange(true)) {
     LogInfo("disk weights: " + FormatBytes(static_cast<int64_t>(copied_bytes)) +
             " copied to the scratch file, as their bytes in memory are not a strata store's "
-            "(converted in memory, expanded at load or 4-bit); `strata convert` the model "
-            "without --compress-weight and run without it to read them in place");
+            "(converted in memory, or quantized to 4 bits at load); `strata convert` the model "
+            "(with --compress-weight for 4-bit weights) to read them in place");
   }
 }
 
@@ -64,7 +64,7 @@ Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers,
         const WeightQ4Planes planes = q4(t.source);
         if (t.gpu_rows > 0) Q4Chunk(t, planes, 0, t.gpu_rows, tiers.At(t.gpu_home));
         if (t.cpu_rows > 0) Q4Chunk(t, planes, t.gpu_rows, t.cpu_rows, tiers.At(t.cpu_home));
-        if (t.disk_rows > 0) {
+        if (t.disk_rows > 0 && !t.disk_in_store) {
           std::vector<uint8_t>& chunk = q4_disk.emplace_back(t.disk_home.bytes);
           Q4Chunk(t, planes, t.gpu_rows + t.cpu_rows, t.disk_rows, chunk.data());
           copied_bytes += t.disk_home.bytes;

@@ -2,10 +2,10 @@
 // to the device arena, CPU rows to the pinned host arena, disk rows to the scratch file.
 //
 // Disk rows that are a strata store's own bytes (PlacedTensor::disk_in_store) are not copied:
-// the load lane reads them from the store's tensors.bin (no second copy, unlike FlexGen). The
-// scratch copy remains for tensors with no exact file image: a GGUF or safetensors model
-// converted in memory, 4-bit store tensors expanded at load. Which path is taken, and why, is
-// logged once per process.
+// the load lane reads them from the store's tensors.bin (no second copy, unlike FlexGen), 4-bit
+// rows of a 4-bit store too (codes and params). The scratch copy remains for tensors with no
+// exact file image: a GGUF or safetensors model converted in memory, weights quantized to 4 bits
+// at load. Which path is taken, and why, is logged once per process.
 //
 // 4-bit tensors (PlacedTensor::q4) are written from their quantized planes, which the caller
 // supplies (src/memory does not depend on kernels/): each tier's rows as codes then params.

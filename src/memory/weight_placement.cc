@@ -146,6 +146,31 @@ void AssignSlot(PlacedLayer& layer, PlacedTensor& t) {
   end = offset + static_cast<uint64_t>(t.rows() * t.row_bytes);
 }
 
+// Points t's disk rows at the store's own bytes when it has them: a raw tensor's rows, or a
+// 4-bit store tensor's rows of codes and of params. False (the scratch file holds them) for
+// other sources and for tensors quantized at load.
+bool PlaceInStore(const Model& model, PlacedTensor& t) {
+  const int64_t first = t.gpu_rows + t.cpu_rows;
+  if (t.q4) {
+    const Model::StoredQ4* planes = model.StoredQ4Of(t.source.data);
+    if (planes == nullptr) return false;
+    const int64_t code_row = t.source.dim(1) / 2, param_row = t.row_bytes - code_row;
+    t.disk_home = {Tier::kDisk,
+                   static_cast<uint64_t>(model.StoreOffsetOf(planes->codes) + first * code_row),
+                   static_cast<uint64_t>(t.disk_rows * code_row)};
+    t.disk_store_params = {
+        Tier::kDisk, static_cast<uint64_t>(model.StoreOffsetOf(planes->params) + first * param_row),
+        static_cast<uint64_t>(t.disk_rows * param_row)};
+  } else {
+    const int64_t in_store = model.StoreOffsetOf(t.source.data);
+    if (in_store < 0) return false;
+    t.disk_home = {Tier::kDisk, static_cast<uint64_t>(in_store + first * t.row_bytes),
+                   static_cast<uint64_t>(t.disk_rows * t.row_bytes)};
+  }
+  t.disk_in_store = true;
+  return true;
+}
+
 }  // namespace
 
 std::vector<WeightLayer> ModelWeightLayers(const Model& model) {
@@ -191,14 +216,8 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
     layer.home_bytes = {split.gpu_bytes, split.cpu_bytes, split.disk_bytes};
     uint64_t store_bytes = 0;
     for (PlacedTensor& t : layer.tensors) {
-      const int64_t in_store = model.StoreOffsetOf(t.source.data);
-      // 4-bit rows have no image in the store: they are quantized to the scratch file.
-      if (t.disk_rows == 0 || in_store < 0 || t.q4) continue;
+      if (t.disk_rows == 0 || !PlaceInStore(model, t)) continue;
       const uint64_t bytes = static_cast<uint64_t>(t.disk_rows * t.row_bytes);
-      t.disk_home = {Tier::kDisk,
-                     static_cast<uint64_t>(in_store + (t.gpu_rows + t.cpu_rows) * t.row_bytes),
-                     bytes};
-      t.disk_in_store = true;
       store_bytes += bytes;
       disk_bytes -= static_cast<int64_t>(bytes);
     }

@@ -396,8 +396,8 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
     if (fresh && t->encoding == StoreEncoding::kRaw) {
       it->second = TensorView{t->dtype, t->shape, data->data() + t->data.offset};
     } else if (fresh) {
-      // Kept as stored: nothing is expanded at load (a 70B model's planes are 35 GiB, its fp32
-      // expansion 280 GiB).
+      // Kept as stored: nothing is expanded at load (a 70B model's planes are 39 GB, its fp32
+      // expansion 280 GB).
       const Model::StoredQ4 planes{
           data->data() + t->data.offset,
           reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)};

@@ -120,6 +120,10 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& re
     if (t.disk_rows > 0) {
       (t.disk_in_store ? store : scratch).push_back({t.disk_home.offset, dst, t.disk_home.bytes});
     }
+    if (t.disk_store_params.bytes > 0) {
+      store.push_back(
+          {t.disk_store_params.offset, dst + t.disk_home.bytes, t.disk_store_params.bytes});
+    }
   }
   STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));
   return ReadStoreWeights(store, record);

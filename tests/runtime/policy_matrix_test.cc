@@ -549,8 +549,9 @@ TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
 
 // A store written with 4-bit weights (`strata convert --compress-weight`) keeps them as stored
 // (Model::has_q4_weights): Generator, which expands them on first use, gives the tokens of the
-// source model quantized in memory; every plan with compress_weight runs them; a plan without it,
-// and the accounting of one, is refused with a message that says to add --compress-weight.
+// source model quantized in memory; plans with compress_weight run them, reading disk rows in
+// place; a plan without it, and the accounting of one, is refused with a message that says to
+// add --compress-weight.
 TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
   std::unique_ptr<Model> source;
   std::unique_ptr<Tokenizer> tokenizer;
@@ -572,6 +573,39 @@ TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
   EXPECT_EQ(TokensOf(GeneratorResults(**stored, *tokenizer, block)), TokensOf(want));
   CheckPolicies(**stored, *tokenizer, block, {kPolicies[0], kPolicies[5], kPolicies[6]}, 0,
                 {.weight = true});
+  // Disk rows, codes and params, are read in place from tensors.bin: the scratch file is
+  // smaller than the source's (quantized at load) by exactly the plan's disk weights.
+  auto backend = MakeCpuBackend();
+  const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer, source->config());
+  for (const Policy& policy : {Policy{"weights_on_disk", {0, 0, 100, 0, 100, 0}, 2, 2, false},
+                               Policy{"mixed", {30, 40, 20, 50, 40, 30}, 2, 2, true}}) {
+    SCOPED_TRACE(policy.name);
+    Result<Plan> plan = PlanFromFlexGenPercent(policy.percent, policy.gbs, policy.nb);
+    ASSERT_TRUE(plan.ok());
+    plan->cpu_attention = policy.cpu_attention;
+    plan->compress_weight = true;
+    uint64_t scratch[2] = {};
+    for (int from_store = 0; from_store < 2; ++from_store) {
+      std::atomic<uint64_t> allocated{0};
+      OffloadOptions o;
+      o.plan = *plan;
+      o.tiers.offload_dir = ::testing::TempDir();
+      o.tiers.wrap_file_env = [&](std::unique_ptr<FileEnv> env) -> std::unique_ptr<FileEnv> {
+        return std::make_unique<AllocationCounter>(std::move(env), &allocated);
+      };
+      OffloadGenerator offload(from_store ? **stored : *source, *backend, *tokenizer, eog, o);
+      Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(TokensOf(*got), TokensOf(want)) << "store " << from_store;
+      scratch[from_store] = allocated.load();
+    }
+    Result<MemoryPlan> mem = AccountMemory(*ModelSpecOf(*source), {16, 8, 0}, *plan);
+    ASSERT_TRUE(mem.ok());
+    const auto disk_weights = static_cast<uint64_t>(mem->weight_bytes.at(Tier::kDisk));
+    EXPECT_GT(disk_weights, 0u);
+    EXPECT_GE(scratch[0], scratch[1] + disk_weights);
+    if (policy.percent[2] == 100) EXPECT_EQ(scratch[1], 0u) << "only weights on disk";
+  }
 
   Plan plain;
   Result<Placement> refused = PlaceBlock(**stored, plain, {2, 1, 16, 24});
