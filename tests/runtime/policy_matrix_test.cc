@@ -463,6 +463,31 @@ class AllocationCounter final : public FileEnv {
   std::atomic<uint64_t>* allocated_;
 };
 
+// Runs `block` on `model` under `plan` with the scratch file's allocations counted: checks the
+// tokens against `want` and the disk peak against the plan's, and returns the scratch bytes.
+uint64_t ScratchBytes(const Model& model, const Tokenizer& tokenizer, const Plan& plan,
+                      const std::vector<GenerationRequest>& block,
+                      const std::vector<GenerationResult>& want, int jitter_us) {
+  auto backend = MakeCpuBackend();
+  std::atomic<uint64_t> allocated{0};
+  OffloadOptions o;
+  o.plan = plan;
+  o.tiers.offload_dir = ::testing::TempDir();
+  o.tiers.wrap_file_env = [&](std::unique_ptr<FileEnv> env) -> std::unique_ptr<FileEnv> {
+    return std::make_unique<AllocationCounter>(std::move(env), &allocated);
+  };
+  o.executor.jitter_us = jitter_us;
+  OffloadGenerator offload(model, *backend, tokenizer,
+                           EndOfGenerationIds(tokenizer, model.config()), o);
+  Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+  EXPECT_TRUE(got.ok()) << got.status().ToString();
+  if (!got.ok()) return 0;
+  EXPECT_EQ(TokensOf(*got), TokensOf(want)) << model.source();
+  const ExecutorMetrics& m = offload.metrics();
+  EXPECT_LE(m.peak_bytes.at(Tier::kDisk), m.planned_bytes.at(Tier::kDisk));
+  return allocated.load();
+}
+
 // A model loaded from a strata store (`strata convert`, raw tensors) reads its disk weights in
 // place from tensors.bin: the scratch file is smaller by exactly the plan's disk weights (and
 // not created at all when only weights live on disk), and the tokens are Generator's — on the
@@ -507,27 +532,8 @@ TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
       Result<Plan> plan = PlanFromFlexGenPercent(policy.percent, policy.gbs, policy.nb);
       ASSERT_TRUE(plan.ok());
       plan->cpu_attention = policy.cpu_attention;
-      uint64_t scratch[2] = {};
-      for (int from_store = 0; from_store < 2; ++from_store) {
-        const Model& model = from_store ? **stored : *source;
-        std::atomic<uint64_t> allocated{0};
-        OffloadOptions o;
-        o.plan = *plan;
-        o.tiers.offload_dir = ::testing::TempDir();
-        o.tiers.wrap_file_env = [&](std::unique_ptr<FileEnv> env) -> std::unique_ptr<FileEnv> {
-          return std::make_unique<AllocationCounter>(std::move(env), &allocated);
-        };
-        o.executor.jitter_us = 50;
-        OffloadGenerator offload(model, *backend, *tokenizer, eog, o);
-        Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
-        ASSERT_TRUE(got.ok()) << got.status().ToString();
-        for (size_t i = 0; i < want.size(); ++i) {
-          EXPECT_EQ((*got)[i].tokens, want[i].tokens) << "request " << i << " store " << from_store;
-        }
-        const ExecutorMetrics& m = offload.metrics();
-        EXPECT_LE(m.peak_bytes.at(Tier::kDisk), m.planned_bytes.at(Tier::kDisk));
-        scratch[from_store] = allocated.load();
-      }
+      const uint64_t scratch[2] = {ScratchBytes(*source, *tokenizer, *plan, block, want, 50),
+                                   ScratchBytes(**stored, *tokenizer, *plan, block, want, 50)};
       Result<ModelSpec> spec = ModelSpecOf(*source);
       ASSERT_TRUE(spec.ok());
       int prompt_len = 0;
@@ -575,8 +581,6 @@ TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
                 {.weight = true});
   // Disk rows, codes and params, are read in place from tensors.bin: the scratch file is
   // smaller than the source's (quantized at load) by exactly the plan's disk weights.
-  auto backend = MakeCpuBackend();
-  const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer, source->config());
   for (const Policy& policy : {Policy{"weights_on_disk", {0, 0, 100, 0, 100, 0}, 2, 2, false},
                                Policy{"mixed", {30, 40, 20, 50, 40, 30}, 2, 2, true}}) {
     SCOPED_TRACE(policy.name);
@@ -584,27 +588,16 @@ TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
     ASSERT_TRUE(plan.ok());
     plan->cpu_attention = policy.cpu_attention;
     plan->compress_weight = true;
-    uint64_t scratch[2] = {};
-    for (int from_store = 0; from_store < 2; ++from_store) {
-      std::atomic<uint64_t> allocated{0};
-      OffloadOptions o;
-      o.plan = *plan;
-      o.tiers.offload_dir = ::testing::TempDir();
-      o.tiers.wrap_file_env = [&](std::unique_ptr<FileEnv> env) -> std::unique_ptr<FileEnv> {
-        return std::make_unique<AllocationCounter>(std::move(env), &allocated);
-      };
-      OffloadGenerator offload(from_store ? **stored : *source, *backend, *tokenizer, eog, o);
-      Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
-      ASSERT_TRUE(got.ok()) << got.status().ToString();
-      EXPECT_EQ(TokensOf(*got), TokensOf(want)) << "store " << from_store;
-      scratch[from_store] = allocated.load();
-    }
+    const uint64_t scratch[2] = {ScratchBytes(*source, *tokenizer, *plan, block, want, 0),
+                                 ScratchBytes(**stored, *tokenizer, *plan, block, want, 0)};
     Result<MemoryPlan> mem = AccountMemory(*ModelSpecOf(*source), {16, 8, 0}, *plan);
     ASSERT_TRUE(mem.ok());
     const auto disk_weights = static_cast<uint64_t>(mem->weight_bytes.at(Tier::kDisk));
     EXPECT_GT(disk_weights, 0u);
     EXPECT_GE(scratch[0], scratch[1] + disk_weights);
-    if (policy.percent[2] == 100) EXPECT_EQ(scratch[1], 0u) << "only weights on disk";
+    if (policy.percent[2] == 100) {
+      EXPECT_EQ(scratch[1], 0u) << "only weights live on disk: no scratch file";
+    }
   }
 
   Plan plain;
