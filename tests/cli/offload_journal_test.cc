@@ -123,7 +123,7 @@ TEST_P(OffloadJournalTest, FaultMidJobKeepsTheJournalAndTheRerunCompletesIt) {
   std::ifstream lines(out);
   int n = 0;
   for (std::string line; std::getline(lines, line); ++n) {
-    EXPECT_NO_THROW((void)Json::parse(line)) << line;
+    EXPECT_TRUE(Json::accept(line)) << line;
   }
   EXPECT_EQ(n, 8);
   EXPECT_EQ(ReadAll(ref).substr(0, journal.size()), journal);

@@ -209,7 +209,9 @@ TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
                                                 : 0;
         EXPECT_EQ(accounted, want);
         EXPECT_EQ(static_cast<int64_t>(p->cache.smoothing.bytes), want);
-        if (want > 0) EXPECT_EQ(p->cache.smoothing.tier, Tier::kGpu);
+        if (want > 0) {
+          EXPECT_EQ(p->cache.smoothing.tier, Tier::kGpu);
+        }
       }
     }
   }
@@ -243,7 +245,9 @@ TEST(PlacementTest, ExactTokensAreTheAccountingsBuffer) {
                                                  : 0;
         EXPECT_EQ(accounted, want);
         EXPECT_EQ(static_cast<int64_t>(p->cache.exact.bytes), want);
-        if (want > 0) EXPECT_EQ(p->cache.exact.tier, Tier::kGpu);
+        if (want > 0) {
+          EXPECT_EQ(p->cache.exact.tier, Tier::kGpu);
+        }
       }
     }
   }
