@@ -184,7 +184,10 @@ int PerplexityCommand(const PerplexityOptions& o) {
 
   // The arithmetic a run with --compress-weight does: quantize once, expand to fp32.
   std::unique_ptr<Q4Weights> q4_weights;
-  if (o.compress_weight) q4_weights = std::make_unique<Q4Weights>(**model);
+  // A 4-bit store's weights are 4-bit already; the backend expands them a matrix at a time.
+  if (o.compress_weight && !(*model)->has_q4_weights()) {
+    q4_weights = std::make_unique<Q4Weights>(**model);
+  }
   auto backend = MakeCpuBackend();
   Transformer transformer(**model, *backend, q4_weights ? &q4_weights->RoundTripped() : nullptr);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(windows.size()) +

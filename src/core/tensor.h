@@ -11,10 +11,18 @@
 
 namespace strata {
 
+// The 4-bit planes of a matrix [rows, cols] in kernels/cpu/weight_q4.h's layout: codes
+// [rows, cols / 2] bytes and params [rows, cols / kQ4GroupCols, 2] fp16 bits {scale, minimum}.
+struct Q4Planes {
+  const uint8_t* codes = nullptr;
+  const uint16_t* params = nullptr;
+};
+
 struct TensorView {
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;  // outermost first; a Linear weight is [out_features, in_features]
-  const void* data = nullptr;  // nullptr means "absent" (e.g. a model without biases)
+  const void* data = nullptr;  // nullptr means "absent" (e.g. a model without biases); for
+                               // kQ4, a Q4Planes owned with the planes
 
   bool present() const { return data != nullptr; }
   int64_t numel() const {

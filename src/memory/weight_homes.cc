@@ -36,7 +36,7 @@ void LogDiskWeights(const WeightPlacement& weights, uint64_t copied_bytes) {
 }
 
 // Rows [first, first + rows) of a 4-bit tensor as one chunk: their codes, then their params.
-void Q4Chunk(const PlacedTensor& t, const WeightQ4Planes& planes, int64_t first, int64_t rows,
+void Q4Chunk(const PlacedTensor& t, const Q4Planes& planes, int64_t first, int64_t rows,
              uint8_t* dst) {
   const int64_t cols = t.source.dim(1);
   const size_t code_row = static_cast<size_t>(cols / 2);
@@ -61,7 +61,7 @@ Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers,
       if (t.tied) continue;  // the input layer's tensor, already home
       if (t.q4) {
         STRATA_CHECK(q4 != nullptr);
-        const WeightQ4Planes planes = q4(t.source);
+        const Q4Planes planes = q4(t.source);
         if (t.gpu_rows > 0) Q4Chunk(t, planes, 0, t.gpu_rows, tiers.At(t.gpu_home));
         if (t.cpu_rows > 0) Q4Chunk(t, planes, t.gpu_rows, t.cpu_rows, tiers.At(t.cpu_home));
         if (t.disk_rows > 0 && !t.disk_in_store) {

@@ -20,14 +20,8 @@
 
 namespace strata {
 
-// The 4-bit planes of a whole tensor [rows, cols] (kernels/cpu/weight_q4.h): codes
-// [rows, cols / 2] bytes and params [rows, cols / 64, 2] fp16 bits.
-struct WeightQ4Planes {
-  const uint8_t* codes = nullptr;
-  const uint16_t* params = nullptr;
-};
-// The planes of the tensor whose model data is `source`.
-using WeightQ4PlanesOf = std::function<WeightQ4Planes(const TensorView& source)>;
+// The 4-bit planes of the tensor whose model data is `source`.
+using WeightQ4PlanesOf = std::function<Q4Planes(const TensorView& source)>;
 
 // REQUIRES: `tiers` was created from the layout `weights` was placed in; `q4` is set when any
 // tensor is 4-bit.

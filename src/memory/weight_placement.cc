@@ -152,8 +152,8 @@ void AssignSlot(PlacedLayer& layer, PlacedTensor& t) {
 bool PlaceInStore(const Model& model, PlacedTensor& t) {
   const int64_t first = t.gpu_rows + t.cpu_rows;
   if (t.q4) {
-    const Model::StoredQ4* planes = model.StoredQ4Of(t.source.data);
-    if (planes == nullptr) return false;
+    if (t.source.dtype != DType::kQ4) return false;
+    const auto* planes = static_cast<const Q4Planes*>(t.source.data);
     const int64_t code_row = t.source.dim(1) / 2, param_row = t.row_bytes - code_row;
     t.disk_home = {Tier::kDisk,
                    static_cast<uint64_t>(model.StoreOffsetOf(planes->codes) + first * code_row),

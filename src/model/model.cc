@@ -50,11 +50,6 @@ int64_t Model::StoreOffsetOf(const void* data) const {
   return p - base;
 }
 
-const Model::StoredQ4* Model::StoredQ4Of(const void* data) const {
-  const auto it = stored_q4_.find(data);
-  return it == stored_q4_.end() ? nullptr : &it->second;
-}
-
 ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
   model_->source_ = std::move(source);
 }
@@ -74,8 +69,8 @@ float* ModelBuilder::NewBuffer(size_t n) {
   return model_->owned_.back().data();
 }
 
-void ModelBuilder::AddStoredQ4(Model::StoredQ4 planes) {
-  model_->stored_q4_[planes.codes] = planes;
+const Q4Planes* ModelBuilder::AddQ4Planes(Q4Planes planes) {
+  return &model_->q4_planes_.emplace_back(planes);
 }
 
 TensorView ModelBuilder::Aligned(const TensorView& view) {

@@ -5,7 +5,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -75,21 +75,14 @@ class Model {
   uint64_t weight_bytes() const;
   // True when some matrices are kQ4 (a store written by `strata convert --compress-weight`): such
   // a model runs with 4-bit weights only (plan.compress_weight).
-  bool has_q4_weights() const { return !stored_q4_.empty(); }
+  bool has_q4_weights() const { return !q4_planes_.empty(); }
   const std::string& source() const { return source_; }
   // The tensors.bin of the strata store the model was loaded from; empty for other sources.
   const std::string& store_data_path() const { return store_data_path_; }
   // The offset in store_data_path() of the bytes at `data` when they are the store's own bytes
-  // (store tensors are views into its map; checksums were verified at load); -1 otherwise.
+  // (store tensors are views into its map; checksums were verified at load); -1 otherwise (other
+  // sources, and the data of kQ4 views: their Q4Planes point into the map).
   int64_t StoreOffsetOf(const void* data) const;
-  // The 4-bit planes of a kQ4 tensor (`strata convert --compress-weight`) whose data is `data`:
-  // views into the store's mapped tensors.bin, in kernels/cpu/weight_q4.h's layout. nullptr for
-  // every other tensor.
-  struct StoredQ4 {
-    const uint8_t* codes = nullptr;    // [rows, cols / 2]
-    const uint16_t* params = nullptr;  // [rows, cols / 64, 2] fp16 bits {scale, minimum}
-  };
-  const StoredQ4* StoredQ4Of(const void* data) const;
 
  private:
   friend class ModelBuilder;
@@ -104,7 +97,7 @@ class Model {
   const MappedFile* store_data_ = nullptr;  // one of files_
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::vector<float>> owned_;      // expanded quantized GGUF tensors
-  std::map<const void*, StoredQ4> stored_q4_;  // by the codes, a kQ4 view's data
+  std::deque<Q4Planes> q4_planes_;             // what kQ4 views point at: planes in the store's map
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or

@@ -27,9 +27,9 @@ class ModelBuilder {
   void AddStoreData(std::unique_ptr<MappedFile> file);
   // A zeroed F32 buffer of `n` elements owned by the Model.
   float* NewBuffer(size_t n);
-  // Records the planes of a kQ4 view (whose data is planes.codes), for Model::StoredQ4Of().
+  // Keeps `planes` for the Model's lifetime, for a kQ4 view to point at.
   // REQUIRES: the planes lie in a file added with AddStoreData.
-  void AddStoredQ4(Model::StoredQ4 planes);
+  const Q4Planes* AddQ4Planes(Q4Planes planes);
   // `view` itself when its data is aligned to its element size, else an F32 copy the Model owns
   // (safetensors does not promise alignment).
   TensorView Aligned(const TensorView& view);

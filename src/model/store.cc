@@ -398,11 +398,10 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
     } else if (fresh) {
       // Kept as stored: nothing is expanded at load (a 70B model's planes are 39 GB, its fp32
       // expansion 280 GB).
-      const Model::StoredQ4 planes{
-          data->data() + t->data.offset,
-          reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)};
-      b.AddStoredQ4(planes);
-      it->second = TensorView{DType::kQ4, t->shape, planes.codes};
+      const Q4Planes* planes =
+          b.AddQ4Planes({data->data() + t->data.offset,
+                         reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)});
+      it->second = TensorView{DType::kQ4, t->shape, planes};
     }
     *slot.view = it->second;
   }

@@ -50,7 +50,8 @@ void Q4Weights::Add(const TensorView& t) {
   if (!Quantized(t) || planes_.count(t.data) > 0) return;
   Entry& p = planes_[t.data];
   p.source = t;
-  if (const Model::StoredQ4* stored = model_.StoredQ4Of(t.data)) {
+  if (t.dtype == DType::kQ4) {
+    const auto* stored = static_cast<const Q4Planes*>(t.data);
     p.codes = stored->codes;
     p.params = stored->params;
     return;
@@ -63,7 +64,7 @@ void Q4Weights::Add(const TensorView& t) {
   p.params = p.owned_params.data();
 }
 
-WeightQ4Planes Q4Weights::Planes(const TensorView& source) const {
+Q4Planes Q4Weights::Planes(const TensorView& source) const {
   const auto it = planes_.find(source.data);
   STRATA_CHECK(it != planes_.end() && it->second.source.shape == source.shape);
   return {it->second.codes, it->second.params};

@@ -24,12 +24,12 @@ void QuantizeWeight(const TensorView& w, uint8_t* codes, uint16_t* params);
 
 class Q4Weights {
  public:
-  // Quantizes `model`'s matrices (parallel over rows), or takes the planes a store tensor was
-  // expanded from (Model::StoredQ4Of). REQUIRES: `model` outlives this object.
+  // Quantizes `model`'s matrices (parallel over rows), or takes the planes of its kQ4 tensors (a
+  // 4-bit store's) as they are. REQUIRES: `model` outlives this object.
   explicit Q4Weights(const Model& model);
 
   // The planes of the 4-bit matrix whose model data is `source.data`. REQUIRES: it is one.
-  WeightQ4Planes Planes(const TensorView& source) const;
+  Q4Planes Planes(const TensorView& source) const;
   // For CopyWeightsHome.
   WeightQ4PlanesOf PlanesOf() const;
 

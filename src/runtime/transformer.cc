@@ -5,7 +5,6 @@
 
 #include "kernels/cpu/attention_q4.h"
 #include "src/core/check.h"
-#include "src/runtime/q4_weights.h"
 
 namespace strata {
 namespace {
@@ -30,23 +29,12 @@ kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
 
 Transformer::Transformer(const Model& model, Backend& backend, const ModelWeights* weights)
     : config_(model.config()),
-      model_(model),
-      weights_(weights != nullptr || model.has_q4_weights() ? weights : &model.weights()),
+      weights_(weights != nullptr ? *weights : model.weights()),
       backend_(backend) {
   if (config_.use_rope) {
     inv_freq_.resize(static_cast<size_t>(config_.head_dim / 2));
     kernels::cpu::RopeInverseFrequencies(RopeFor(config_), inv_freq_.data());
   }
-}
-
-Transformer::~Transformer() = default;
-
-const ModelWeights& Transformer::weights() {
-  if (weights_ == nullptr) {
-    expanded_ = std::make_unique<Q4Weights>(model_);
-    weights_ = &expanded_->RoundTripped();
-  }
-  return *weights_;
 }
 
 float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
@@ -59,7 +47,7 @@ float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
 }
 
 void Transformer::Embed(const StepInput& in, float* hidden) {
-  Embed(in, weights().token_embedding, weights().position_embedding, hidden);
+  Embed(in, weights_.token_embedding, weights_.position_embedding, hidden);
 }
 
 void Transformer::Embed(const StepInput& in, const TensorView& token_embedding,
@@ -119,7 +107,7 @@ uint64_t Transformer::workspace_bytes() const {
 }
 
 void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden) {
-  const LayerWeights& w = weights().layers[static_cast<size_t>(layer)];
+  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const ModelConfig& c = config_;
   const AttentionBuffers b = AttentionInputs(w, in, hidden);
   cache.Write(layer, b.k, b.v, in.new_tokens, in.cache_len - in.new_tokens, in.start.data());
@@ -179,7 +167,7 @@ void Transformer::PrefillOnCompressedCache(int layer, const StepInput& in, const
 }
 
 void Transformer::MlpLayer(int layer, int rows, float* hidden) {
-  MlpLayer(weights().layers[static_cast<size_t>(layer)], rows, hidden);
+  MlpLayer(weights_.layers[static_cast<size_t>(layer)], rows, hidden);
 }
 
 void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
@@ -213,7 +201,7 @@ void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
 }
 
 void Transformer::Logits(const float* hidden, int rows, float* logits) {
-  Logits(weights().final_norm, weights().final_norm_bias, weights().lm_head, hidden, rows, logits);
+  Logits(weights_.final_norm, weights_.final_norm_bias, weights_.lm_head, hidden, rows, logits);
 }
 
 void Transformer::Logits(const TensorView& final_norm, const TensorView& final_norm_bias,

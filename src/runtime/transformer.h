@@ -5,7 +5,6 @@
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <vector>
 
 #include "src/backend/backend.h"
@@ -13,8 +12,6 @@
 #include "src/runtime/kv_cache.h"
 
 namespace strata {
-
-class Q4Weights;
 
 // The tokens one step feeds through the model for a micro-batch of `batch` sequences, each with
 // `new_tokens` new tokens (left-padded to the same count). Hidden states are
@@ -32,11 +29,8 @@ class Transformer {
  public:
   // REQUIRES: `model` and `backend` outlive the Transformer. `weights`, when given (e.g. the
   // model's weights after a 4-bit round trip), is used instead of model.weights() and must
-  // outlive the Transformer too. A model with 4-bit weights (Model::has_q4_weights) is expanded
-  // to fp32 on the first call of a form that uses the Transformer's own weights, never by the
-  // forms an executor calls with weights of its own.
+  // outlive the Transformer too.
   Transformer(const Model& model, Backend& backend, const ModelWeights* weights = nullptr);
-  ~Transformer();
 
   const ModelConfig& config() const { return config_; }
 
@@ -78,8 +72,6 @@ class Transformer {
   uint64_t workspace_bytes() const;
 
  private:
-  // The weights the forms without explicit weights use.
-  const ModelWeights& weights();
   float* Workspace(std::vector<float>& buf, size_t n);
   // attn = attention of a multi-token step over a compressed cache, on fp32 keys and values.
   void PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
@@ -87,9 +79,7 @@ class Transformer {
                                 const float* v, float* attn);
 
   const ModelConfig& config_;
-  const Model& model_;
-  const ModelWeights* weights_;  // null until weights() expands a 4-bit model
-  std::unique_ptr<Q4Weights> expanded_;
+  const ModelWeights& weights_;
   Backend& backend_;
   std::vector<float> inv_freq_;
   std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_, k_f32_, v_f32_;

@@ -1,5 +1,7 @@
 // The CPU backend: kernels/cpu over host memory. F16/BF16 weights are expanded to fp32 a panel of
-// rows at a time into a reusable scratch buffer, so a GEMM never needs a whole fp32 copy.
+// rows at a time into a reusable scratch buffer, so a GEMM never needs a whole fp32 copy. 4-bit
+// (kQ4) weights are expanded a whole matrix at a time, as the offloading engine expands them, so
+// the GEMM is the same one and gives the same bits; an embedding expands only the rows it reads.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/weight_q4.h"
 #include "src/backend/backend.h"
 #include "src/core/check.h"
 
@@ -32,6 +35,11 @@ class CpuBackend final : public Backend {
     const int in = static_cast<int>(w.dim(1));
     if (w.dtype == DType::kF32) {
       k::GemmNT(m, out, in, x, static_cast<const float*>(w.data), y, out, false);
+    } else if (w.dtype == DType::kQ4) {
+      const auto* planes = static_cast<const Q4Planes*>(w.data);
+      expanded_.resize(static_cast<size_t>(out) * in);
+      k::ExpandWeightQ4(planes->codes, planes->params, out, in, expanded_.data());
+      k::GemmNT(m, out, in, x, expanded_.data(), y, out, false);
     } else {
       panel_.resize(static_cast<size_t>(kPanelRows) * in);
       const auto* base = static_cast<const uint8_t*>(w.data);
@@ -53,6 +61,16 @@ class CpuBackend final : public Backend {
 
   void Embed(const TensorView& table, const int32_t* ids, int n, float* out) override {
     const int64_t hidden = table.dim(1);
+    if (table.dtype == DType::kQ4) {
+      const auto* planes = static_cast<const Q4Planes*>(table.data);
+      const int64_t params_per_row = hidden / kQ4GroupCols * 2;
+      for (int i = 0; i < n; ++i) {
+        STRATA_CHECK(ids[i] >= 0 && ids[i] < table.dim(0));
+        k::ExpandWeightQ4(planes->codes + ids[i] * hidden / 2,
+                          planes->params + ids[i] * params_per_row, 1, hidden, out + i * hidden);
+      }
+      return;
+    }
     const size_t row_bytes = static_cast<size_t>(hidden) * DTypeBytes(table.dtype);
     const auto* base = static_cast<const uint8_t*>(table.data);
     for (int i = 0; i < n; ++i) {
@@ -129,6 +147,7 @@ class CpuBackend final : public Backend {
   }
 
   std::vector<float> panel_;
+  std::vector<float> expanded_;  // one kQ4 matrix in fp32
   std::vector<float> row_;
   std::vector<float> vectors_[2];
 };

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/cpu/weight_q4.h"
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/cuda_resources.h"
@@ -26,7 +27,7 @@ ElemType ElemTypeOf(DType t) {
     case DType::kF16: return ElemType::kF16;
     case DType::kBF16: return ElemType::kBF16;
     case DType::kQ4:
-      break;  // planes are expanded before any kernel sees them
+      break;  // expanded to fp32 first (ResidentQ4)
   }
   STRATA_CHECK(t != DType::kQ4);
   return ElemType::kF32;
@@ -193,6 +194,7 @@ class CudaBackend final : public Backend {
   }
 
   DeviceTensor Resident(const TensorView& t, Form form) {
+    if (t.dtype == DType::kQ4) return ResidentQ4(t);
     const ElemType stored = ElemTypeOf(t.dtype);
     const bool on_device = OnDevice(t.data);
     if (on_device && (form == Form::kAsStored || stored == ElemType::kF32)) {
@@ -226,6 +228,31 @@ class CudaBackend final : public Backend {
     cached_bytes_ += bytes;
     cache_.emplace(key, Entry{std::move(buf), clock_});
     return {data, type};
+  }
+
+  // A kQ4 matrix expanded to fp32 on the host (as the CPU backend expands it) and cached on the
+  // device like any converted copy.
+  DeviceTensor ResidentQ4(const TensorView& t) {
+    const CacheKey key{t.data, t.bytes(), t.dtype, Form::kFloat};
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      it->second.last_use = clock_;
+      return {it->second.buffer.get(), ElemType::kF32};
+    }
+    const auto* planes = static_cast<const Q4Planes*>(t.data);
+    std::vector<float> expanded(static_cast<size_t>(t.numel()));
+    kernels::cpu::ExpandWeightQ4(planes->codes, planes->params, static_cast<long>(t.dim(0)),
+                                 static_cast<long>(t.dim(1)), expanded.data());
+    const size_t bytes = expanded.size() * sizeof(float);
+    EvictFor(bytes);
+    DeviceBuffer buf(bytes);
+    // A pageable copy returns once the source is staged, so `expanded` may go right after.
+    STRATA_CUDA_CHECK(
+        cudaMemcpyAsync(buf.get(), expanded.data(), bytes, cudaMemcpyHostToDevice, stream()));
+    const void* data = buf.get();
+    cached_bytes_ += bytes;
+    cache_.emplace(key, Entry{std::move(buf), clock_});
+    return {data, ElemType::kF32};
   }
 
   // Frees least recently used copies until `bytes` more fit under the cap. cudaFree waits for the

@@ -11,7 +11,8 @@
 //     an op needs another element type), or host memory, copied to the device on first use and
 //     cached by data pointer. REQUIRES: host weight memory neither changes nor is reused for other
 //     data while the backend lives (true of the model's own weights; not of a streaming buffer:
-//     stream weights into device memory and pass device views instead).
+//     stream weights into device memory and pass device views instead). 4-bit (kQ4) weights are
+//     expanded to fp32 on the host and cached so.
 // Every op is queued on the backend's stream and returns without waiting. That stream
 // synchronises with the legacy default stream, so a plain cudaMemcpy by the caller (e.g. logits to
 // the host) sees the results of every op called before it. The calling thread's current device
