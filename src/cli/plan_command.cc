@@ -339,7 +339,9 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
   AddCacheFormatFlags(cmd, &o->cache_keys, &o->cache_sink, &o->cache_window);
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
-  cmd->add_flag("--no-compression", o->no_compression, "Search: never compress")->excludes(percent);
+  cmd->add_flag("--no-compression", o->no_compression,
+                "Search: never compress (a 4-bit store's weights stay 4-bit)")
+      ->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")
       ->excludes(percent);
   return cmd;
