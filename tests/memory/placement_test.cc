@@ -183,6 +183,28 @@ TEST(PlacementTest, TiersHoldNoMoreThanThePlan) {
   }
 }
 
+// Places `plan` for prompts of 24 and 40 cache slots and accounts it the same way: the
+// accounting's buffer `name` and the placed cache extent `extent` both hold `want` bytes, on the
+// GPU when there are any.
+void ExpectCacheBufferAsAccounted(const Model& model, const ModelSpec& spec, const Plan& plan,
+                                  const std::string& name, Extent CachePlacement::*extent,
+                                  int64_t want) {
+  const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+  Result<Placement> p = PlaceBlock(model, plan, shape);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+  int64_t accounted = 0;
+  for (const NamedBuffer& b : mem.buffers) {
+    if (b.name == name) accounted += b.bytes * b.count;
+  }
+  EXPECT_EQ(accounted, want);
+  const Extent& placed = p->cache.*extent;
+  EXPECT_EQ(static_cast<int64_t>(placed.bytes), want);
+  if (want > 0) {
+    EXPECT_EQ(placed.tier, Tier::kGpu);
+  }
+}
+
 // Smoothed 4-bit keys keep an fp32 mean and scale per (layer, sequence, KV head) on the GPU: the
 // layout's extent is the accounting's kv_smoothing buffer byte for byte, and neither exists for
 // plain or rotated keys or the fp32 cache.
@@ -196,22 +218,11 @@ TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
       for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
         plan.cache_keys = keys;
         SCOPED_TRACE(std::string(name) + " " + CacheKeysName(keys) + "\n" + PlanToString(plan));
-        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
-        Result<Placement> p = PlaceBlock(*model, plan, shape);
-        ASSERT_TRUE(p.ok()) << p.status().ToString();
-        const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
-        int64_t accounted = 0;
-        for (const NamedBuffer& b : mem.buffers) {
-          if (b.name == "kv_smoothing") accounted += b.bytes * b.count;
-        }
         const int64_t want = plan.smooth_keys() ? 2 * int64_t{c.num_layers} * plan.block_size() *
                                                       c.num_kv_heads * c.head_dim * 4
                                                 : 0;
-        EXPECT_EQ(accounted, want);
-        EXPECT_EQ(static_cast<int64_t>(p->cache.smoothing.bytes), want);
-        if (want > 0) {
-          EXPECT_EQ(p->cache.smoothing.tier, Tier::kGpu);
-        }
+        ExpectCacheBufferAsAccounted(*model, spec, plan, "kv_smoothing", &CachePlacement::smoothing,
+                                     want);
       }
     }
   }
@@ -231,23 +242,11 @@ TEST(PlacementTest, ExactTokensAreTheAccountingsBuffer) {
         plan.cache_sink = plan.compress_cache ? 2 : 0;
         plan.cache_window = plan.compress_cache ? window : 0;
         SCOPED_TRACE(std::string(name) + "\n" + PlanToString(plan));
-        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
-        Result<Placement> p = PlaceBlock(*model, plan, shape);
-        ASSERT_TRUE(p.ok()) << p.status().ToString();
-        const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
-        int64_t accounted = 0;
-        for (const NamedBuffer& b : mem.buffers) {
-          if (b.name == "kv_exact") accounted += b.bytes * b.count;
-        }
         const int64_t want = plan.compress_cache ? 2 * int64_t{c.num_layers} *
                                                        plan.block_size() * c.num_kv_heads *
                                                        (2 + window) * c.head_dim * 4
                                                  : 0;
-        EXPECT_EQ(accounted, want);
-        EXPECT_EQ(static_cast<int64_t>(p->cache.exact.bytes), want);
-        if (want > 0) {
-          EXPECT_EQ(p->cache.exact.tier, Tier::kGpu);
-        }
+        ExpectCacheBufferAsAccounted(*model, spec, plan, "kv_exact", &CachePlacement::exact, want);
       }
     }
   }

@@ -165,24 +165,32 @@ std::vector<GenerationRequest> FixtureBlock(const std::string& name, int max_new
   return Requests(*expected, max_new);
 }
 
-class FixturePolicyTest : public ::testing::TestWithParam<std::string> {};
+// Each test runs on one fixture model (the parameter).
+class FixturePolicyTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The fixture's prompts as one block of `max_new` new tokens each (FixtureBlock), which loads
+  // model_, tokenizer_ and expected_; empty on failure.
+  std::vector<GenerationRequest> Block(int max_new) {
+    return FixtureBlock(GetParam(), max_new, &model_, &tokenizer_, &expected_);
+  }
+
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  nlohmann::json expected_;
+};
 
 TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   // Generator itself reproduces transformers' greedy tokens (parity_test.cc); check it here too,
   // so that "equal to Generator" means "right".
-  const std::vector<GenerationResult> ref = GeneratorResults(*model, *tokenizer, block);
+  const std::vector<GenerationResult> ref = GeneratorResults(*model_, *tokenizer_, block);
   for (size_t p = 0; p < block.size(); ++p) {
-    EXPECT_EQ(ref[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
+    EXPECT_EQ(ref[p].tokens, expected_["greedy"][p].get<std::vector<int32_t>>());
   }
-  CheckPolicies(*model, *tokenizer, block,
+  CheckPolicies(*model_, *tokenizer_, block,
                 std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0);
-  CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200);
+  CheckPolicies(*model_, *tokenizer_, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200);
 }
 
 // The 4-bit KV cache under every policy: written quantized as the prefill and each decode step
@@ -193,31 +201,27 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
 // on the same 4-bit cache is the reference; the references differ from each other and from the
 // fp32 run, which shows the cache really is 4-bit and each key transform really applied.
 TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   std::vector<std::vector<std::vector<int32_t>>> references;
   for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
     SCOPED_TRACE(std::string(CacheKeysName(keys)) + " keys");
     const Compression c{.cache = true, .keys = keys};
     if (keys == Plan{}.cache_keys) {
-      CheckPolicies(*model, *tokenizer, block,
+      CheckPolicies(*model_, *tokenizer_, block,
                     std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, c);
-      CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, c);
+      CheckPolicies(*model_, *tokenizer_, block, {kPolicies[6], kPolicies[10]}, 200, c);
     } else {
       // The other transforms, kept short: every tier, CPU attention over CPU and disk rows.
-      CheckPolicies(*model, *tokenizer, block,
+      CheckPolicies(*model_, *tokenizer_, block,
                     {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
     }
-    references.push_back(TokensOf(GeneratorResults(*model, *tokenizer, block, c)));
+    references.push_back(TokensOf(GeneratorResults(*model_, *tokenizer_, block, c)));
   }
   // The plain reference is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
   size_t differ = 0;
   for (size_t p = 0; p < block.size(); ++p) {
-    differ += references[0][p] != expected["greedy"][p].get<std::vector<int32_t>>();
+    differ += references[0][p] != expected_["greedy"][p].get<std::vector<int32_t>>();
   }
   EXPECT_GT(differ, 0u);
   EXPECT_NE(references[0], references[1]) << "rotation changed no token";
@@ -231,35 +235,31 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
 // those with only the first token exact, which shows the window's rows really are read, and a
 // window as long as the sequences gives transformers' fp32 tokens.
 TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEveryPolicy) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   std::vector<std::vector<std::vector<int32_t>>> references;
   for (int window : {0, 4}) {
     SCOPED_TRACE("window " + std::to_string(window));
     const Compression c{.cache = true, .keys = CacheKeys::kPlain, .sink = 1, .window = window};
     if (window > 0) {
-      CheckPolicies(*model, *tokenizer, block,
+      CheckPolicies(*model_, *tokenizer_, block,
                     std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, c);
-      CheckPolicies(*model, *tokenizer, block, {kPolicies[6], kPolicies[10]}, 200, c);
+      CheckPolicies(*model_, *tokenizer_, block, {kPolicies[6], kPolicies[10]}, 200, c);
       // Smoothed keys: the exact rows hold smoothed, rotated keys.
-      CheckPolicies(*model, *tokenizer, block, {kPolicies[0], kPolicies[6], kPolicies[10]}, 0,
+      CheckPolicies(*model_, *tokenizer_, block, {kPolicies[0], kPolicies[6], kPolicies[10]}, 0,
                     {.cache = true, .keys = CacheKeys::kSmoothed, .sink = 1, .window = window});
     }
-    references.push_back(TokensOf(GeneratorResults(*model, *tokenizer, block, c)));
+    references.push_back(TokensOf(GeneratorResults(*model_, *tokenizer_, block, c)));
   }
   EXPECT_NE(references[0], references[1]) << "the exact window changed no token";
   // A window as long as the sequences keeps every token exact: transformers' fp32 greedy tokens.
   size_t longest = 0;
   for (const GenerationRequest& r : block) longest = std::max(longest, r.prompt.size());
   const std::vector<GenerationResult> all_exact = GeneratorResults(
-      *model, *tokenizer, block,
+      *model_, *tokenizer_, block,
       {.cache = true, .keys = CacheKeys::kSmoothed, .window = static_cast<int>(longest) + 16});
   for (size_t p = 0; p < block.size(); ++p) {
-    EXPECT_EQ(all_exact[p].tokens, expected["greedy"][p].get<std::vector<int32_t>>());
+    EXPECT_EQ(all_exact[p].tokens, expected_["greedy"][p].get<std::vector<int32_t>>());
   }
 }
 
@@ -270,24 +270,20 @@ TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEver
 // from the fp32 weights' tokens, which shows the weights really are 4-bit. llama-gqa's
 // down_proj (160 input columns, not whole groups of 64) stays raw beside 4-bit tensors.
 TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 16, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
   for (const bool cache : {false, true}) {
     SCOPED_TRACE(cache ? "4-bit cache" : "fp32 cache");
     const Compression c{.cache = cache, .weight = true};
-    CheckPolicies(*model, *tokenizer, block, policies, 0, c);
-    CheckPolicies(*model, *tokenizer, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
+    CheckPolicies(*model_, *tokenizer_, block, policies, 0, c);
+    CheckPolicies(*model_, *tokenizer_, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
   }
   const std::vector<GenerationResult> ref =
-      GeneratorResults(*model, *tokenizer, block, {.weight = true});
+      GeneratorResults(*model_, *tokenizer_, block, {.weight = true});
   size_t differ = 0;
   for (size_t p = 0; p < block.size(); ++p) {
-    differ += ref[p].tokens != expected["greedy"][p].get<std::vector<int32_t>>();
+    differ += ref[p].tokens != expected_["greedy"][p].get<std::vector<int32_t>>();
   }
   EXPECT_GT(differ, 0u) << "4-bit weights changed no token";
 }
@@ -296,12 +292,8 @@ TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) 
 // the count is (2L + 2) scheduling layers x token steps, whatever num_gpu_batches, wherever the
 // weights live. Every scheduling layer of the fixtures has a 4-bit matrix (hidden size 64).
 TEST_P(FixturePolicyTest, FourBitWeightsAreExpandedOncePerLayerPerTokenStep) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
   const int max_new = 5;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), max_new, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(max_new);
   ASSERT_FALSE(block.empty());
   const int n = static_cast<int>(block.size());
   const std::vector<Policy> policies = {
@@ -309,9 +301,9 @@ TEST_P(FixturePolicyTest, FourBitWeightsAreExpandedOncePerLayerPerTokenStep) {
       {"all_gpu_nb_n", {100, 0, 100, 0, 100, 0}, 1, n, false},
       {"mixed_nb_n", {30, 40, 20, 50, 40, 30}, 1, n, true},
       {"all_disk_nb2", {0, 0, 0, 0, 0, 0}, (n + 1) / 2, 2, false}};
-  const int64_t layers = 2 * int64_t{model->config().num_layers} + 2;
+  const int64_t layers = 2 * int64_t{model_->config().num_layers} + 2;
   const std::vector<ExecutorMetrics> metrics =
-      CheckPolicies(*model, *tokenizer, block, policies, 0, {.weight = true});
+      CheckPolicies(*model_, *tokenizer_, block, policies, 0, {.weight = true});
   ASSERT_EQ(metrics.size(), policies.size());
   for (size_t i = 0; i < metrics.size(); ++i) {
     SCOPED_TRACE(policies[i].name);
@@ -320,7 +312,7 @@ TEST_P(FixturePolicyTest, FourBitWeightsAreExpandedOncePerLayerPerTokenStep) {
     EXPECT_EQ(metrics[i].weight_expansions, layers * max_new);
   }
   const std::vector<ExecutorMetrics> fp32 =
-      CheckPolicies(*model, *tokenizer, block, {policies[1]}, 0);
+      CheckPolicies(*model_, *tokenizer_, block, {policies[1]}, 0);
   ASSERT_EQ(fp32.size(), 1u);
   EXPECT_EQ(fp32[0].weight_expansions, 0);
 }
@@ -329,11 +321,7 @@ TEST_P(FixturePolicyTest, FourBitWeightsAreExpandedOncePerLayerPerTokenStep) {
 // file and the compute workspaces — stays within the plan's figures for the same model, and the
 // KV cache homes are the accounting's figures byte for byte, fp32 or 4-bit.
 TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 4, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(4);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
   for (const Compression c : {Compression{}, Compression{.cache = true},
@@ -341,7 +329,7 @@ TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
     SCOPED_TRACE(std::string(c.cache ? "4-bit cache" : "fp32 cache") +
                  (c.weight ? ", 4-bit weights" : ""));
     const std::vector<ExecutorMetrics> metrics =
-        CheckPolicies(*model, *tokenizer, block, policies, 0, c);
+        CheckPolicies(*model_, *tokenizer_, block, policies, 0, c);
     for (size_t i = 0; i < metrics.size(); ++i) {
       const ExecutorMetrics& m = metrics[i];
       for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
@@ -358,19 +346,15 @@ TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
 // attends over. Each in-flight micro-batch has its own CPU-attention slot; the lanes are jittered
 // over many seeds, and the executor checks every buffer's writer as each step starts.
 TEST_P(FixturePolicyTest, CpuAttentionLoadsNeverOverwriteTheMicroBatchComputing) {
-  std::unique_ptr<Model> model;
-  std::unique_ptr<Tokenizer> tokenizer;
-  nlohmann::json expected;
-  const std::vector<GenerationRequest> block =
-      FixtureBlock(GetParam(), 6, &model, &tokenizer, &expected);
+  const std::vector<GenerationRequest> block = Block(6);
   ASSERT_FALSE(block.empty());
   const Policy race[] = {{"cache_on_disk", {0, 100, 0, 0, 0, 100}, 1, 5, true},
                          {"cache_split", {0, 100, 0, 40, 0, 100}, 2, 3, true}};
   for (int seed = 0; seed < 4; ++seed) {
     SCOPED_TRACE("jitter seed " + std::to_string(seed));
     for (const Policy& p : race) {
-      CheckPolicies(*model, *tokenizer, block, {p}, 300 + 50 * seed);
-      CheckPolicies(*model, *tokenizer, block, {p}, 300 + 50 * seed, {.cache = true});
+      CheckPolicies(*model_, *tokenizer_, block, {p}, 300 + 50 * seed);
+      CheckPolicies(*model_, *tokenizer_, block, {p}, 300 + 50 * seed, {.cache = true});
     }
   }
 }
