@@ -75,8 +75,8 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.cpu_cores = kernels::cpu::CpuThreads();
 
   Announce(
-      "disk (strata's disk tier: 32 MiB submissions, then scattered 4 KiB page writes, alone "
-      "and behind reads)");
+      "disk (strata's disk tier: 32 MiB pieces through a 32 MiB ring, then scattered 4 KiB page "
+      "writes, alone and behind reads)");
   Result<profile::DiskRates> disk =
       profile::MeasureDisk(o.offload_dir, std::min(kDiskProbeBytes, *free_disk / 4));
   if (!disk.ok()) {
@@ -117,7 +117,8 @@ int ProfileCommand(const ProfileOptions& o) {
                    "bandwidth as the GEMM streams weights); disk by " +
                    "strata's " + disk->file_env + " disk tier (" +
                    (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +
-                   "), 32 MiB per submission in 1 MiB transfers; page writes 4 KiB, 32 per "
+                   "), 32 MiB pieces through a 32 MiB ring in 1 MiB transfers, copies included; "
+                   "page writes 4 KiB, 32 per "
                    "submission, alone and behind a stream of reads";
   for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.disk_read_gbps, &hw.disk_write_gbps,
                        &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops, &hw.gpu_decode_tflops,

@@ -18,6 +18,7 @@
 #include "src/io/aligned_buffer.h"
 #include "src/io/file_env.h"
 #include "src/io/scratch_file.h"
+#include "src/memory/disk_pieces.h"
 #include "src/memory/tier_layout.h"
 
 namespace strata {
@@ -33,13 +34,6 @@ struct MemoryTiersOptions {
   // Tests: wraps the FileEnv before any file is opened through it, e.g. in a FaultInjectingEnv
   // (src/io/fault_env.h) whose rules the test keeps adding. Default none.
   std::function<std::unique_ptr<FileEnv>(std::unique_ptr<FileEnv>)> wrap_file_env;
-};
-
-// One piece of a disk transfer: file bytes [file_offset, file_offset + bytes) and memory.
-struct DiskPiece {
-  uint64_t file_offset = 0;
-  uint8_t* memory = nullptr;
-  uint64_t bytes = 0;
 };
 
 // Thread-safe for transfers: each lane passes its own ring half. Creation is not.
@@ -62,15 +56,12 @@ class MemoryTiers {
   // "io_uring", "pread" or "" when nothing lives on disk.
   std::string file_env_name() const;
 
-  // Reads every piece from the scratch file through `ring` (4 KiB-aligned, a multiple of 4 KiB):
-  // pieces adjacent in the file, or at most 64 KiB apart, are read together in aligned requests
-  // (the bytes between them land in the ring and are dropped), then copied out.
+  // Reads every piece from the scratch file through `ring` (ReadPieces, disk_pieces.h).
   Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
   // ReadDisk from the weight file instead. REQUIRES: Create() was given one.
   Status ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
-  // Writes the pieces through `ring`. Each piece's covering 4 KiB pages are written whole: file
-  // bytes in those pages that no piece covers get unspecified values, so callers write whole
-  // extents (or bytes they will not read again).
+  // Writes the pieces to the scratch file through `ring` (WritePieces, disk_pieces.h): whole
+  // 4 KiB pages, so callers write whole extents (or bytes they will not read again).
   Status WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
   // Reads or writes one 4 KiB-aligned extent straight from or to `memory` (4 KiB-aligned, at
   // least the extent rounded up to 4 KiB).

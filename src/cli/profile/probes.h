@@ -42,8 +42,10 @@ struct DiskRates {
 };
 // Measures `dir`'s disk through strata's own disk tier (src/io/file_env.h, the FileEnv the
 // executor gets, O_DIRECT where the filesystem allows) on a scratch file of up to `max_bytes`:
-// sequential writes then reads, one disk-ring half (32 MiB, split into 1 MiB transfers at the
-// env's queue depth) per awaited submission, about two seconds each way; then about a second of
+// sequential writes then reads of 32 MiB pieces through a ring of one disk-ring half
+// (WritePieces, ReadPieces: copies in and out of the ring included, transfers of 1 MiB at the
+// env's queue depth, as the executor moves a layer's part), about two seconds each way; then
+// about a second of
 // single 4 KiB page writes at scattered offsets, a queue depth of them per submission (the
 // executor's decode cache writes); then about a second of the same submissions while a second
 // thread streams reads at the env's read depth (the load lane beside the store lane): their mean
