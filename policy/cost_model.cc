@@ -1,6 +1,7 @@
 #include "policy/cost_model.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "policy/memory_accounting.h"
@@ -191,13 +192,15 @@ LayerForms InputForms(const Sizes& s, const HardwareSpec& hw) {
 }  // namespace
 
 double LayerTimes::step_s(bool overlap) const {
-  if (!overlap) return disk_lane_s() + h2d_s + d2h_s + compute_lane_s();
-  return std::max({disk_lane_s(), h2d_s, d2h_s, compute_lane_s()});
+  if (!overlap) return disk_lane_s() + h2d_lane_s() + d2h_s + compute_lane_s();
+  return std::max({disk_lane_s(), h2d_lane_s(), d2h_s, compute_lane_s()});
 }
 
 std::string LayerTimes::Bottleneck() const {
-  std::pair<double, std::string> lanes[] = {
-      {compute_lane_s(), "compute"}, {h2d_s, "h2d"}, {d2h_s, "d2h"}, {disk_lane_s(), "disk"}};
+  std::pair<double, std::string> lanes[] = {{compute_lane_s(), "compute"},
+                                            {h2d_lane_s(), "h2d"},
+                                            {d2h_s, "d2h"},
+                                            {disk_lane_s(), "disk"}};
   const auto& top =
       *std::max_element(std::begin(lanes), std::end(lanes),
                         [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -212,6 +215,20 @@ std::string LayerTimes::Bottleneck() const {
   return std::string("compute (") + unit.second + ")";
 }
 
+double SplitCopyForm::Eval(const Fractions& x) const {
+  const int gpu = static_cast<int>(std::lround(x[kWeightGpu] * 100));
+  const int cpu = std::min(100 - gpu, static_cast<int>(std::lround(x[kWeightCpu] * 100)));
+  if (gpu == 0 || gpu == 100) return 0;
+  double bytes = 0;
+  for (const WeightLayer& layer : layers) {
+    for (const TensorPlacement& t :
+         PlaceLayerByRows(layer, gpu, cpu, compress, dtype_bytes).tensors) {
+      if (t.gpu_rows > 0 && t.cpu_rows + t.disk_rows > 0) bytes += double(t.gpu_rows) * t.row_bytes;
+    }
+  }
+  return bytes * seconds_per_byte;
+}
+
 double WriteWaitForm::Eval(const Fractions& x) const {
   double total = 0;
   for (const Part& part : parts) {
@@ -223,18 +240,37 @@ double WriteWaitForm::Eval(const Fractions& x) const {
 }
 
 LayerTimes LayerForms::Eval(const Fractions& x) const {
-  return {disk_read_s.Eval(x),     h2d_s.Eval(x),         d2h_s.Eval(x),
-          disk_write_s.Eval(x),    gpu_gemm_s.Eval(x),    gpu_attention_s.Eval(x),
-          cpu_attention_s.Eval(x), gpu_dequant_s.Eval(x), disk_write_wait_s.Eval(x)};
+  return {disk_read_s.Eval(x),
+          h2d_s.Eval(x),
+          d2h_s.Eval(x),
+          disk_write_s.Eval(x),
+          gpu_gemm_s.Eval(x),
+          gpu_attention_s.Eval(x),
+          cpu_attention_s.Eval(x),
+          gpu_dequant_s.Eval(x),
+          disk_write_wait_s.Eval(x),
+          d2d_s.Eval(x)};
 }
 
 CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const Plan& plan,
                          const HardwareSpec& hardware) {
   const Sizes s = SizesOf(model, workload, plan);
-  const LayerForms output = OutputForms(s, plan, hardware);
-  return {TransformerForms(s, plan, hardware, /*prefill=*/true),
-          TransformerForms(s, plan, hardware, /*prefill=*/false), output, output,
-          InputForms(s, hardware)};
+  CostForms forms{TransformerForms(s, plan, hardware, /*prefill=*/true),
+                  TransformerForms(s, plan, hardware, /*prefill=*/false),
+                  OutputForms(s, plan, hardware),
+                  {},
+                  InputForms(s, hardware)};
+  const std::vector<WeightLayer> layers = BuildWeightLayers(model);
+  const auto split = [&](std::vector<WeightLayer> placed) {
+    return SplitCopyForm{std::move(placed), plan.compress_weight, model.weight_dtype_bytes,
+                         1 / (hardware.D2dGbps() * kGiga)};
+  };
+  forms.layer_prefill.d2d_s = forms.layer_decode.d2d_s = split({layers[1]});
+  forms.output_prefill.d2d_s =
+      model.tie_word_embeddings ? split({layers[2], layers[0]}) : split({layers[2]});
+  forms.output_decode = forms.output_prefill;
+  forms.input.d2d_s = split({layers[0]});
+  return forms;
 }
 
 CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const ModelSpec& model,

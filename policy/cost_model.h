@@ -25,6 +25,9 @@
 // half the disk reads of its part of the layer (attention or MLP) — the reads left, on average,
 // when the write arrives — at disk_read_gbps. That wait is store-lane latency, not disk time: it
 // is reported as disk_write_wait_s and does not bound the step (the reads it waits behind do).
+// A weight tensor split between the GPU and another tier is assembled in its layer's weight slot,
+// its GPU rows copied there too (GPU -> GPU, on the load lane's copy engine beside the h2d
+// copies): d2d_s, at d2d_gbps (the profile's, or half the device memory bandwidth).
 #pragma once
 
 #include <cstdint>
@@ -35,6 +38,7 @@
 #include "policy/linear_form.h"
 #include "policy/model_spec.h"
 #include "policy/plan.h"
+#include "policy/weight_layout.h"
 #include "policy/workload.h"
 
 namespace strata {
@@ -50,8 +54,11 @@ struct LayerTimes {
   double cpu_attention_s = 0;
   double gpu_dequant_s = 0;  // expanding 4-bit weights, quantizing new KV
   double disk_write_wait_s = 0;  // the store lane's disk writes waiting behind reads (latency)
+  double d2d_s = 0;              // GPU rows of split weight tensors copied into the weight slot
 
   double disk_lane_s() const { return disk_read_s + disk_write_s; }
+  // The load lane's copy engine: h2d copies and the GPU -> GPU copies of split tensors.
+  double h2d_lane_s() const { return h2d_s + d2d_s; }
   double compute_lane_s() const {
     return gpu_gemm_s + gpu_attention_s + cpu_attention_s + gpu_dequant_s;
   }
@@ -79,11 +86,26 @@ struct WriteWaitForm {
   double Eval(const Fractions& x) const;
 };
 
+// The GPU -> GPU copies of a layer's split tensors. Which tensor straddles the GPU's share of
+// the layer's rows (policy/weight_layout.h) jumps with the fractions, so this is not affine
+// either: the LP leaves it out, and evaluations at given fractions count it.
+struct SplitCopyForm {
+  std::vector<WeightLayer> layers;  // the layers placed together (the output's tied embedding
+                                    // is the input layer's)
+  bool compress = false;
+  int dtype_bytes = 0;
+  double seconds_per_byte = 0;
+  // Seconds copying the GPU rows of tensors with rows both on and off the GPU, placed at the
+  // fractions' weight percents (rounded as --percent takes them).
+  double Eval(const Fractions& x) const;
+};
+
 // The same quantities as affine functions of the placement fractions (for the search's LP).
 struct LayerForms {
   LinearForm disk_read_s, h2d_s, d2h_s, disk_write_s;
   LinearForm gpu_gemm_s, gpu_attention_s, cpu_attention_s, gpu_dequant_s;
   WriteWaitForm disk_write_wait_s;
+  SplitCopyForm d2d_s;
   LayerTimes Eval(const Fractions& x) const;
 };
 

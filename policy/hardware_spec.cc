@@ -43,6 +43,9 @@ Status HardwareSpec::Validate() const {
   };
   VisitNumbers(*this, check, check);
   check("cpu_cores", cpu_cores);
+  if (status.ok() && d2d_gbps < 0) {
+    status = Status::InvalidArgument("d2d_gbps must be positive or absent");
+  }
   if (status.ok() && disk_page_write_gbps < 0) {
     status = Status::InvalidArgument("disk_page_write_gbps must be positive or absent");
   }
@@ -65,6 +68,7 @@ Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::s
       spec, [&](const char* key, int64_t& v) { reader.Int64(key, &v, 0); },
       [&](const char* key, double& v) { reader.Double(key, &v, /*positive=*/false); });
   reader.Int("cpu_cores", &spec.cpu_cores, 0);
+  reader.OptionalDouble("d2d_gbps", &spec.d2d_gbps, /*positive=*/true);
   reader.OptionalDouble("disk_page_write_gbps", &spec.disk_page_write_gbps, /*positive=*/true);
   reader.OptionalInt64("disk_write_wait_bytes", &spec.disk_write_wait_bytes, 0);
   reader.OptionalInt64("gpu_cache_bytes", &spec.gpu_cache_bytes, 1);
@@ -100,6 +104,8 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
         out << key << ": " << policy_internal::FormatDouble(v) << "\n";
       });
   out << "cpu_cores: " << spec.cpu_cores << "\n";
+  if (spec.d2d_gbps > 0)
+    out << "d2d_gbps: " << policy_internal::FormatDouble(spec.d2d_gbps) << "\n";
   if (spec.disk_page_write_gbps > 0) {
     out << "disk_page_write_gbps: " << policy_internal::FormatDouble(spec.disk_page_write_gbps)
         << "\n";

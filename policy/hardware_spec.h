@@ -29,6 +29,9 @@ struct HardwareSpec {
   double d2h_gbps = 0;         // device -> pinned host copies
   double disk_read_gbps = 0;   // disk -> pinned host, large O_DIRECT requests
   double disk_write_gbps = 0;  // pinned host -> disk
+  // Optional (0: gpu_memory_gbps / 2, each byte read and written). Device -> device copies: the
+  // GPU rows of a weight tensor split across tiers, assembled in the layer's weight slot.
+  double d2d_gbps = 0;
   // Optional (0: not measured). Pinned host -> disk in single 4 KiB pages at scattered offsets,
   // a queue depth of them per submission: the executor's decode cache writes (one page per KV row
   // and plane). 0 charges those writes as their bytes at disk_write_gbps (FlexGen's model).
@@ -71,15 +74,19 @@ struct HardwareSpec {
   bool h2d_emulated = false;
   bool d2h_emulated = false;
 
+  // d2d_gbps, or its default.
+  double D2dGbps() const { return d2d_gbps > 0 ? d2d_gbps : gpu_memory_gbps / 2; }
+
   // Checks every capacity and rate is positive; InvalidArgument names the key.
   Status Validate() const;
 };
 
-// YAML with one key per field (every key required except description, disk_page_write_gbps,
-// disk_write_wait_bytes, gpu_cache_bytes and the *_emulated flags, which default to empty, 0, 0,
-// 0 and false; a present disk_page_write_gbps or gpu_cache_bytes must be positive, a present
-// disk_write_wait_bytes non-negative). Zero or negative capacities or rates,
-// missing or unknown keys, and a document that is not a map are errors naming the key and `origin`.
+// YAML with one key per field (every key required except description, d2d_gbps,
+// disk_page_write_gbps, disk_write_wait_bytes, gpu_cache_bytes and the *_emulated flags, which
+// default to empty, 0, 0, 0, 0 and false; a present d2d_gbps, disk_page_write_gbps or
+// gpu_cache_bytes must be positive, a present disk_write_wait_bytes non-negative). Zero or negative
+// capacities or rates, missing or unknown keys, and a document that is not a map are errors naming
+// the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
 Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);
 std::string HardwareSpecToYaml(const HardwareSpec& spec);

@@ -13,7 +13,7 @@ constexpr std::array<const char*, 3> kKinds = {"input", "transformer", "output"}
 
 // The executor lanes' share of one predicted layer step.
 std::array<double, kNumLanes> LaneSeconds(const LayerTimes& t) {
-  return {t.disk_read_s + t.h2d_s, t.compute_lane_s(),
+  return {t.disk_read_s + t.h2d_lane_s(), t.compute_lane_s(),
           t.d2h_s + t.disk_write_s + t.disk_write_wait_s};
 }
 

@@ -155,6 +155,7 @@ void PrintTimes(std::ostream& out, const PlanEvaluation& e) {
   row("CPU -> disk", p.disk_write_s, d.disk_write_s);
   row("  write waits", p.disk_write_wait_s, d.disk_write_wait_s);
   row("CPU -> GPU", p.h2d_s, d.h2d_s);
+  row("GPU -> GPU", p.d2d_s, d.d2d_s);
   row("GPU -> CPU", p.d2h_s, d.d2h_s);
   row("GPU GEMM", p.gpu_gemm_s, d.gpu_gemm_s);
   row("GPU attention", p.gpu_attention_s, d.gpu_attention_s);
@@ -208,6 +209,7 @@ nlohmann::ordered_json LayerJson(const LayerTimes& t, bool overlap) {
           {"disk_write_s", t.disk_write_s},
           {"disk_write_wait_s", t.disk_write_wait_s},
           {"h2d_s", t.h2d_s},
+          {"d2d_s", t.d2d_s},
           {"d2h_s", t.d2h_s},
           {"gpu_gemm_s", t.gpu_gemm_s},
           {"gpu_attention_s", t.gpu_attention_s},

@@ -91,7 +91,7 @@ int ProfileCommand(const ProfileOptions& o) {
   Announce("host memory");
   hw.cpu_memory_gbps = profile::HostReadGbps();
   Announce("copies");
-  hw.h2d_gbps = hw.d2h_gbps = profile::MemcpyGbps();
+  hw.h2d_gbps = hw.d2h_gbps = hw.d2d_gbps = profile::MemcpyGbps();
   Announce("GEMM");
   hw.gpu_prefill_tflops = profile::GemmTflops(512);
   hw.gpu_decode_tflops = profile::GemmTflops(16);
@@ -120,9 +120,9 @@ int ProfileCommand(const ProfileOptions& o) {
                    "), 32 MiB pieces through a 32 MiB ring in 1 MiB transfers, copies included; "
                    "page writes 4 KiB, 32 per "
                    "submission, alone and behind a stream of reads";
-  for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.disk_read_gbps, &hw.disk_write_gbps,
-                       &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops, &hw.gpu_decode_tflops,
-                       &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
+  for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.d2d_gbps, &hw.disk_read_gbps,
+                       &hw.disk_write_gbps, &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops,
+                       &hw.gpu_decode_tflops, &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
                        &hw.gpu_attention_gbps, &hw.gpu_attention_q4_gbps, &hw.gpu_dequant_gbps,
                        &hw.cpu_memory_gbps, &hw.cpu_attention_gbps, &hw.cpu_attention_q4_gbps}) {
     *rate = Round4(*rate);

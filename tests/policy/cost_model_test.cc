@@ -49,8 +49,10 @@ TEST(CostModelTest, OverlapTakesTheSlowestLaneAndSerialTheSum) {
   const CostEstimate off = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
   const LayerTimes& t = on.decode.layer;
   EXPECT_DOUBLE_EQ(t.step_s(true),
-                   std::max({t.disk_lane_s(), t.h2d_s, t.d2h_s, t.compute_lane_s()}));
-  EXPECT_DOUBLE_EQ(t.step_s(false), t.disk_lane_s() + t.h2d_s + t.d2h_s + t.compute_lane_s());
+                   std::max({t.disk_lane_s(), t.h2d_lane_s(), t.d2h_s, t.compute_lane_s()}));
+  EXPECT_DOUBLE_EQ(t.step_s(false),
+                   t.disk_lane_s() + t.h2d_lane_s() + t.d2h_s + t.compute_lane_s());
+  EXPECT_GT(t.d2d_s, 0);
   EXPECT_GT(off.block_s, on.block_s);
 }
 
@@ -163,7 +165,7 @@ TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
   // Latency of the store lane, not disk time: the step is still its slowest link or unit.
   const LayerTimes& t = e.decode.layer;
   EXPECT_DOUBLE_EQ(t.step_s(true),
-                   std::max({t.disk_lane_s(), t.h2d_s, t.d2h_s, t.compute_lane_s()}));
+                   std::max({t.disk_lane_s(), t.h2d_lane_s(), t.d2h_s, t.compute_lane_s()}));
 
   hw.disk_write_wait_bytes = int64_t{1} << 40;  // more than any part reads: half its reads
   e = EstimateCost(m, w, all_disk, hw);
@@ -200,6 +202,37 @@ TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
   EXPECT_DOUBLE_EQ(two.total_s, 2 * one.block_s);
   const CostEstimate open = EstimateCost(m, {512, 32, 0}, p, FlexGenT4());
   EXPECT_DOUBLE_EQ(open.throughput_tokens_per_s, one.throughput_tokens_per_s);
+}
+
+// A tensor split between the GPU and another tier has its GPU rows copied into the weight slot.
+// The input embedding of llama-2-7b is one tensor, so at 20% on the GPU a fifth of it (to within
+// a row) is copied every token step; at 0% and 100% nothing is; and a transformer layer at 20%
+// copies the GPU rows of the one tensor that straddles the boundary, less than the layer's 20%.
+TEST(CostModelTest, SplitTensorsCopyTheirGpuRowsIntoTheSlot) {
+  const ModelSpec m = Preset("llama-2-7b");
+  HardwareSpec hw = FlexGenT4();
+  hw.d2d_gbps = 100;
+  const double embedding = double(m.vocab_size) * m.hidden_size * m.weight_dtype_bytes;
+  const double row = double(m.hidden_size) * m.weight_dtype_bytes;
+  const CostEstimate split = EstimateCost(m, {512, 32, 0}, Split(20, 80, 0, 100, 16, 4), hw);
+  EXPECT_NEAR(split.decode.input.d2d_s, 0.2 * embedding / 100e9, row / 100e9);
+  // Untied: the output's own head, after its final norm.
+  EXPECT_NEAR(split.decode.output.d2d_s, split.decode.input.d2d_s, 2 * row / 100e9);
+  const double layer =
+      4.0 * m.hidden_size * m.hidden_size + 3.0 * m.hidden_size * m.intermediate_size;
+  EXPECT_GT(split.decode.layer.d2d_s, 0);
+  EXPECT_LT(split.decode.layer.d2d_s, 0.2 * layer * m.weight_dtype_bytes / 100e9);
+  EXPECT_EQ(split.decode.layer.h2d_lane_s(), split.decode.layer.h2d_s + split.decode.layer.d2d_s);
+  for (int gpu : {0, 100}) {
+    const CostEstimate whole =
+        EstimateCost(m, {512, 32, 0}, Split(gpu, 100 - gpu, 0, 100, 16, 4), hw);
+    EXPECT_EQ(whole.decode.input.d2d_s + whole.decode.layer.d2d_s + whole.decode.output.d2d_s, 0)
+        << gpu << "% on the GPU";
+  }
+  hw.d2d_gbps = 0;  // absent: half the device memory bandwidth
+  const CostEstimate by_memory = EstimateCost(m, {512, 32, 0}, Split(20, 80, 0, 100, 16, 4), hw);
+  EXPECT_NEAR(by_memory.decode.input.d2d_s,
+              split.decode.input.d2d_s * 100 / (hw.gpu_memory_gbps / 2), 1e-12);
 }
 
 }  // namespace

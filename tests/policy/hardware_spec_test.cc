@@ -84,22 +84,27 @@ TEST(HardwareSpecTest, EmulatedFlagsRoundTrip) {
   EXPECT_FALSE(back->d2h_emulated);
 }
 
-TEST(HardwareSpecTest, PageWriteRateIsOptionalAndPositive) {
-  Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
-  ASSERT_TRUE(hw.ok());
-  EXPECT_EQ(hw->disk_page_write_gbps, 0);  // absent: FlexGen's profile is unchanged
-  EXPECT_EQ(T4FlexGenText().find("disk_page_write_gbps"), std::string::npos);
-  hw->disk_page_write_gbps = 0.021;
-  const std::string with = HardwareSpecToYaml(*hw);
-  Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
-  ASSERT_TRUE(back.ok()) << back.status().ToString();
-  EXPECT_DOUBLE_EQ(back->disk_page_write_gbps, 0.021);
-  EXPECT_NE(Error(Replace(with, "disk_page_write_gbps: 0.021", "disk_page_write_gbps: 0"))
-                .find("'disk_page_write_gbps' must be positive"),
-            std::string::npos);
-  EXPECT_NE(Error(Replace(with, "disk_page_write_gbps: 0.021", "disk_page_write_gbps: slow"))
-                .find("'disk_page_write_gbps' must be a number, got 'slow'"),
-            std::string::npos);
+// disk_page_write_gbps and d2d_gbps: absent from FlexGen's profile (0), written back when set, and
+// a present one must be a positive number.
+TEST(HardwareSpecTest, OptionalRatesArePositive) {
+  for (const std::string key : {"disk_page_write_gbps", "d2d_gbps"}) {
+    Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
+    ASSERT_TRUE(hw.ok());
+    double& rate = key == "d2d_gbps" ? hw->d2d_gbps : hw->disk_page_write_gbps;
+    EXPECT_EQ(rate, 0) << key;
+    EXPECT_EQ(T4FlexGenText().find(key), std::string::npos);
+    rate = 0.021;
+    const std::string with = HardwareSpecToYaml(*hw);
+    Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_DOUBLE_EQ(key == "d2d_gbps" ? back->d2d_gbps : back->disk_page_write_gbps, 0.021);
+    EXPECT_NE(
+        Error(Replace(with, key + ": 0.021", key + ": 0")).find("'" + key + "' must be positive"),
+        std::string::npos);
+    EXPECT_NE(Error(Replace(with, key + ": 0.021", key + ": slow"))
+                  .find("'" + key + "' must be a number, got 'slow'"),
+              std::string::npos);
+  }
 }
 
 TEST(HardwareSpecTest, LastLevelCacheIsOptionalAndPositive) {
