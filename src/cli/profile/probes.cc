@@ -198,15 +198,15 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
     return Status::IoError("no space to measure the disk in '" + dir + "': the probe needs a " +
                            std::to_string(kSubmission >> 20) + " MiB scratch file");
   }
-  STRATA_ASSIGN_OR_RETURN(AlignedBuffer buffer, AlignedBuffer::Allocate(kSubmission));
-  // Two readers' buffers for the wait behind reads (below), not registered: no more locked memory
-  // than the rates need.
-  STRATA_ASSIGN_OR_RETURN(AlignedBuffer read_a, AlignedBuffer::Allocate(kSubmission));
-  STRATA_ASSIGN_OR_RETURN(AlignedBuffer read_b, AlignedBuffer::Allocate(kSubmission));
-  std::memset(buffer.data(), 0x5A, kSubmission);
-  std::memset(read_a.data(), 0x5A, kSubmission);
+  // The staging ring (registered, as the executor's pinned arena is), the memory the pieces move
+  // from and to, and the pages written (not registered: writes never use fixed buffers).
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer ring, AlignedBuffer::Allocate(kSubmission));
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer memory, AlignedBuffer::Allocate(kSubmission));
+  STRATA_ASSIGN_OR_RETURN(AlignedBuffer page, AlignedBuffer::Allocate(kPage));
+  std::memset(memory.data(), 0x5A, kSubmission);
+  std::memset(page.data(), 0x5A, kPage);
   FileEnvOptions options;
-  options.registered_buffers.push_back(buffer.span());
+  options.registered_buffers.push_back(ring.span());
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<FileEnv> env, NewFileEnv(options));
   Result<std::unique_ptr<ScratchFile>> scratch = ScratchFile::Create(env.get(), dir, bytes);
   if (!scratch.ok()) return scratch.status().WithContext("measuring the disk");
@@ -224,16 +224,14 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
     return event.Wait();
   };
   // Sequential passes of one ring half per call, moved as the executor moves a layer's part:
-  // between memory (`read_a`) and the file through the ring (`buffer`, registered as the
-  // executor's pinned arena is), stopping after about two seconds.
+  // between memory and the file through the ring, stopping after about two seconds.
   const auto sequential = [&](IoOp op) -> Result<double> {
     uint64_t done = 0;
     const auto start = Clock::now();
     while (done < bytes && seconds_since(start) < 2.0) {
-      const DiskPiece piece{done, read_a.data(), kSubmission};
-      STRATA_RETURN_IF_ERROR(op == IoOp::kRead
-                                 ? ReadPieces(*env, file, {&piece, 1}, buffer.span())
-                                 : WritePieces(*env, file, {&piece, 1}, buffer.span()));
+      const DiskPiece piece{done, memory.data(), kSubmission};
+      STRATA_RETURN_IF_ERROR(op == IoOp::kRead ? ReadPieces(*env, file, {&piece, 1}, ring.span())
+                                               : WritePieces(*env, file, {&piece, 1}, ring.span()));
       done += kSubmission;
     }
     if (op == IoOp::kWrite) STRATA_RETURN_IF_ERROR(env->Sync(file));
@@ -255,7 +253,7 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
   const auto write_pages = [&]() -> Result<double> {
     for (IoRequest& r : requests) {
       r = {IoOp::kWrite, file, (pages++ % slots) * kPageStride, static_cast<size_t>(kPage),
-           buffer.data()};
+           page.data()};
     }
     const auto t = Clock::now();
     STRATA_RETURN_IF_ERROR(submit(requests));
@@ -271,22 +269,22 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
   const double alone_s = seconds_since(start) / submissions;
   rates.page_write_gbps = pages * kPage / seconds_since(start) / 1e9;
 
-  // The same submissions, spaced by 0-2 ms, while reads stream at the env's read depth: two
-  // threads submit one ring half after another, so that one's transfers fill the depth while the
-  // other's drain, and a write always finds a full depth of reads ahead of it (the cost model
-  // shortens the wait where a layer has fewer reads left).
+  // The same submissions, spaced by 0-2 ms, while reads stream as the load lane streams a layer's
+  // weights: one thread reading one ring half after another through the registered ring
+  // (ReadPieces keeps the next slot's reads queued while it copies one out), so that a write finds
+  // the env's read depth ahead of it (the cost model shortens the wait where a layer has fewer
+  // reads left).
   std::atomic<bool> stop{false}, counting{false};
   std::atomic<uint64_t> read_bytes{0};  // read while the writes were timed
-  Status read_status[2];
-  const auto read_stream = [&](int i, uint8_t* into) {
-    for (uint64_t at = i * kSubmission % bytes; !stop.load(); at = (at + kSubmission) % bytes) {
-      const IoRequest request{IoOp::kRead, file, at, kSubmission, into};
-      read_status[i] = submit({&request, 1});
-      if (!read_status[i].ok()) return;
+  Status read_status;
+  std::thread reader([&] {
+    for (uint64_t at = 0; !stop.load(); at = (at + kSubmission) % bytes) {
+      const DiskPiece piece{at, memory.data(), kSubmission};
+      read_status = ReadPieces(*env, file, {&piece, 1}, ring.span());
+      if (!read_status.ok()) return;
       if (counting.load()) read_bytes += kSubmission;
     }
-  };
-  std::thread reader_a(read_stream, 0, read_a.data()), reader_b(read_stream, 1, read_b.data());
+  });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   double waited_s = 0;
   int waits = 0;
@@ -305,12 +303,9 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes) {
   counting = false;
   const double read_gbps = read_bytes.load() / seconds_since(loaded) / 1e9;
   stop = true;
-  reader_a.join();
-  reader_b.join();
+  reader.join();
   if (!write_status.ok()) return write_status.WithContext(context);
-  for (const Status& s : read_status) {
-    if (!s.ok()) return s.WithContext(context);
-  }
+  if (!read_status.ok()) return read_status.WithContext(context);
   // The reads a write waited behind: its mean extra time at the rate they were served.
   rates.write_wait_bytes = waits > 0 ? std::max(0.0, waited_s / waits * read_gbps * 1e9) : 0;
   return rates;

@@ -45,12 +45,11 @@ struct DiskRates {
 // sequential writes then reads of 32 MiB pieces through a ring of one disk-ring half
 // (WritePieces, ReadPieces: copies in and out of the ring included, transfers of 1 MiB at the
 // env's queue depth, as the executor moves a layer's part), about two seconds each way; then
-// about a second of
-// single 4 KiB page writes at scattered offsets, a queue depth of them per submission (the
-// executor's decode cache writes); then about a second of the same submissions while a second
-// thread streams reads at the env's read depth (the load lane beside the store lane): their mean
-// extra time times the rate the reads ran at meanwhile is write_wait_bytes, the reads each write
-// waited behind. Removes the file. Errors name the directory and the reason.
+// about a second of single 4 KiB page writes at scattered offsets, a queue depth of them per
+// submission (the executor's decode cache writes); then about a second of the same submissions
+// while a second thread reads pieces as the first pass did (the load lane beside the store lane):
+// their mean extra time times the rate the reads ran at meanwhile is write_wait_bytes, the reads
+// each write waited behind. Removes the file. Errors name the directory and the reason.
 Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
 
 // The size of the CPU's last-level cache (the highest cache level sysfs lists for cpu0), the
