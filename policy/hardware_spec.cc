@@ -104,8 +104,9 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
         out << key << ": " << policy_internal::FormatDouble(v) << "\n";
       });
   out << "cpu_cores: " << spec.cpu_cores << "\n";
-  if (spec.d2d_gbps > 0)
+  if (spec.d2d_gbps > 0) {
     out << "d2d_gbps: " << policy_internal::FormatDouble(spec.d2d_gbps) << "\n";
+  }
   if (spec.disk_page_write_gbps > 0) {
     out << "disk_page_write_gbps: " << policy_internal::FormatDouble(spec.disk_page_write_gbps)
         << "\n";
