@@ -19,6 +19,7 @@
 #include "src/io/io_event.h"
 #include "src/io/memory_env.h"
 #include "src/io/scratch_file.h"
+#include "tests/io/forwarding_env.h"
 #include "tests/io/io_test_util.h"
 
 namespace strata {
@@ -100,21 +101,12 @@ INSTANTIATE_TEST_SUITE_P(RingBytes, DiskPiecesTest,
 
 // Completes each submission 30 ms after it is made, and records how many earlier submissions were
 // still in flight when each was made.
-class SlowEnv final : public FileEnv {
+class SlowEnv final : public io_testing::ForwardingEnv {
  public:
-  explicit SlowEnv(std::unique_ptr<FileEnv> base) : base_(std::move(base)) {}
+  explicit SlowEnv(std::unique_ptr<FileEnv> base) : ForwardingEnv(std::move(base)) {}
   ~SlowEnv() override {
     for (std::thread& t : threads_) t.join();
   }
-  std::string name() const override { return "slow"; }
-  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
-                                         const FileOptions& options) override {
-    return base_->Open(path, options);
-  }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
-  Status Allocate(DiskFile* file, uint64_t bytes) override { return base_->Allocate(file, bytes); }
-  Result<uint64_t> Size(DiskFile* file) override { return base_->Size(file); }
-  Status Sync(DiskFile* file) override { return base_->Sync(file); }
   void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
     most_in_flight_ = std::max(most_in_flight_.load(), in_flight_.load());
     ++in_flight_;
@@ -123,7 +115,7 @@ class SlowEnv final : public FileEnv {
                            event] {
       std::this_thread::sleep_for(std::chrono::milliseconds(30));
       IoEvent inner;
-      base_->Submit(r, &inner);
+      base().Submit(r, &inner);
       const Status status = inner.Wait();
       --in_flight_;
       event->Complete(status);
@@ -133,7 +125,6 @@ class SlowEnv final : public FileEnv {
   int most_in_flight() const { return most_in_flight_.load(); }
 
  private:
-  std::unique_ptr<FileEnv> base_;
   std::vector<std::thread> threads_;
   std::atomic<int> in_flight_{0}, most_in_flight_{0};
 };

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "tests/io/forwarding_env.h"
 #include "tests/io/io_test_util.h"
 
 namespace strata {
@@ -16,27 +17,17 @@ namespace {
 using io_testing::FillPattern;
 using io_testing::FirstMismatch;
 
-// Passes everything to `base`, counting the read requests submitted.
-class ReadCountingEnv final : public FileEnv {
+// Passes everything on, counting the read requests submitted.
+class ReadCountingEnv final : public io_testing::ForwardingEnv {
  public:
   ReadCountingEnv(std::unique_ptr<FileEnv> base, std::atomic<int>* reads)
-      : base_(std::move(base)), reads_(reads) {}
-  std::string name() const override { return base_->name(); }
-  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
-                                         const FileOptions& options) override {
-    return base_->Open(path, options);
-  }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
-  Status Allocate(DiskFile* file, uint64_t bytes) override { return base_->Allocate(file, bytes); }
-  Result<uint64_t> Size(DiskFile* file) override { return base_->Size(file); }
-  Status Sync(DiskFile* file) override { return base_->Sync(file); }
+      : ForwardingEnv(std::move(base)), reads_(reads) {}
   void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
     for (const IoRequest& r : requests) *reads_ += r.op == IoOp::kRead ? 1 : 0;
-    base_->Submit(requests, event);
+    base().Submit(requests, event);
   }
 
  private:
-  std::unique_ptr<FileEnv> base_;
   std::atomic<int>* reads_;
 };
 

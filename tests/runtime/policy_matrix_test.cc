@@ -28,6 +28,7 @@
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
 #include "src/runtime/q4_weights.h"
+#include "tests/io/forwarding_env.h"
 
 namespace strata {
 namespace {
@@ -422,28 +423,16 @@ TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
 }
 
 // A FileEnv that passes everything on and adds up what is preallocated: the scratch file's size.
-class AllocationCounter final : public FileEnv {
+class AllocationCounter final : public io_testing::ForwardingEnv {
  public:
   AllocationCounter(std::unique_ptr<FileEnv> base, std::atomic<uint64_t>* allocated)
-      : base_(std::move(base)), allocated_(allocated) {}
-  std::string name() const override { return base_->name(); }
-  Result<std::unique_ptr<DiskFile>> Open(const std::string& path,
-                                         const FileOptions& options) override {
-    return base_->Open(path, options);
-  }
-  Status Remove(const std::string& path) override { return base_->Remove(path); }
+      : ForwardingEnv(std::move(base)), allocated_(allocated) {}
   Status Allocate(DiskFile* file, uint64_t bytes) override {
     *allocated_ += bytes;
-    return base_->Allocate(file, bytes);
-  }
-  Result<uint64_t> Size(DiskFile* file) override { return base_->Size(file); }
-  Status Sync(DiskFile* file) override { return base_->Sync(file); }
-  void Submit(std::span<const IoRequest> requests, IoEvent* event) override {
-    base_->Submit(requests, event);
+    return ForwardingEnv::Allocate(file, bytes);
   }
 
  private:
-  std::unique_ptr<FileEnv> base_;
   std::atomic<uint64_t>* allocated_;
 };
 
