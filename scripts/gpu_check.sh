@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command for a machine with an NVIDIA GPU: configure and build strata with the CUDA backend
-# for this GPU's architecture, run every test labelled `gpu`, run the kernel benchmarks, and print
-# a short table LAST, so that the end of the output alone tells the story.
+# for this GPU's architecture, run every test labelled `gpu`, run the kernel benchmarks and
+# `strata profile`, and print a short table LAST, so that the end of the output alone tells the
+# story.
 #
 #   scripts/gpu_check.sh [--quick] [--full]
 #     --quick  shorter benchmarks (one context length, fewer repetitions)
@@ -44,7 +45,7 @@ if ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
   exit 2
 fi
 mkdir -p "$LOGS"
-GPU_TARGETS=(cuda_kernels_test cuda_backend_test decode_attention_bench)
+GPU_TARGETS=(cuda_kernels_test cuda_backend_test device_probes_test decode_attention_bench strata)
 if [[ $FULL -eq 1 ]]; then
   BUILD_ARGS=()
 else
@@ -83,8 +84,13 @@ BENCH_RC=0
 "$BUILD/bench/cuda/decode_attention_bench" $QUICK >"$LOGS/bench.log" 2>&1 || BENCH_RC=$?
 grep -v '^RESULT' "$LOGS/bench.log" | tail -n 5
 
+# This machine's profile, as `strata plan`, `run` and `bench` would use it.
+PROFILE_RC=0
+"$BUILD/strata" profile --out "$LOGS/hw.yaml" --offload-dir "$BUILD" >"$LOGS/profile.log" 2>&1 \
+  || PROFILE_RC=$?
+
 if [[ -n "${OUT:-}" ]]; then
-  mkdir -p "$OUT" && cp "$LOGS"/*.log "$OUT"/ 2>/dev/null
+  mkdir -p "$OUT" && cp "$LOGS"/*.log "$LOGS"/hw.yaml "$OUT"/ 2>/dev/null
 fi
 
 # The table.
@@ -94,6 +100,11 @@ echo
 echo "================ strata gpu_check: ${DEVICE:-unknown GPU} (sm_${ARCH}) ================"
 printf "gpu tests: %d run, %d passed, %d failed, %d skipped  -> %s\n" \
   "$TOTAL" "$PASSED" "$FAILED" "$SKIPPED" "$TEST_VERDICT"
+if [[ $PROFILE_RC -eq 0 ]]; then
+  echo "profile: $(grep -E '^(h2d_gbps|d2d_gbps|gpu_prefill_tflops|gpu_decode_tflops|gpu_attention_q4_gbps|gpu_emulated):' "$LOGS/hw.yaml" | tr '\n' ' ')"
+else
+  echo "profile: strata profile exited with status $PROFILE_RC (see profile.log)"
+fi
 awk -v bench_rc="$BENCH_RC" '
   function field(name,   i, kv) {
     for (i = 2; i <= NF; ++i) { split($i, kv, "="); if (kv[1] == name) return kv[2] }

@@ -9,11 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
+#include <string>
 
 #include "kernels/cpu/threads.h"
 #include "policy/hardware_spec.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/policy_flags.h"
+#include "src/cli/profile/device_probes.h"
 #include "src/cli/profile/probes.h"
 
 namespace strata {
@@ -39,6 +42,43 @@ double Round4(double v) {
 }
 
 void Announce(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
+
+// The device numbers of a machine without a GPU: the CPU build's emulated device, which computes
+// with the CPU kernels in a capacity-limited host arena and copies with memcpy.
+void MeasureEmulatedDevice(int64_t available_host_bytes, HardwareSpec& hw) {
+  hw.gpu_capacity_bytes = std::min<int64_t>(kDeviceMaxBytes, available_host_bytes * kDeviceShare);
+  Announce("copies");
+  hw.h2d_gbps = hw.d2h_gbps = hw.d2d_gbps = profile::MemcpyGbps();
+  Announce("GEMM");
+  hw.gpu_prefill_tflops = profile::GemmTflops(512);
+  hw.gpu_decode_tflops = profile::GemmTflops(16);
+  // Its memory bandwidth is the rate at which the CPU GEMMs stream weights, not the host's plain
+  // read rate.
+  hw.gpu_memory_gbps = profile::GemmWeightStreamGbps();
+  hw.gpu_cache_bytes = profile::LastLevelCacheBytes();
+  Announce("attention");
+  hw.gpu_attention_gbps = hw.cpu_attention_gbps;
+  hw.gpu_attention_q4_gbps = hw.cpu_attention_q4_gbps;
+  hw.gpu_attention_prefill_tflops = profile::PrefillAttentionTflops();
+  Announce("4-bit expansion");
+  hw.gpu_dequant_gbps = profile::ExpandQ4Gbps();
+  hw.gpu_emulated = hw.h2d_emulated = hw.d2h_emulated = true;
+}
+
+void UseDevice(const profile::DeviceRates& d, HardwareSpec& hw) {
+  hw.gpu_capacity_bytes = d.capacity_bytes;
+  hw.gpu_cache_bytes = d.cache_bytes;
+  hw.h2d_gbps = d.h2d_gbps;
+  hw.d2h_gbps = d.d2h_gbps;
+  hw.d2d_gbps = d.d2d_gbps;
+  hw.gpu_memory_gbps = d.memory_gbps;
+  hw.gpu_prefill_tflops = d.prefill_tflops;
+  hw.gpu_decode_tflops = d.decode_tflops;
+  hw.gpu_attention_gbps = d.attention_gbps;
+  hw.gpu_attention_q4_gbps = d.attention_q4_gbps;
+  hw.gpu_attention_prefill_tflops = d.attention_prefill_tflops;
+  hw.gpu_dequant_gbps = d.dequant_gbps;
+}
 
 }  // namespace
 
@@ -68,7 +108,6 @@ int ProfileCommand(const ProfileOptions& o) {
     std::cerr << "strata profile: " << free_disk.status().message() << "\n";
     return kExitUnusable;
   }
-  hw.gpu_capacity_bytes = std::min<int64_t>(kDeviceMaxBytes, available * kDeviceShare);
   hw.cpu_capacity_bytes = static_cast<int64_t>(available * kHostShare);
   hw.disk_capacity_bytes = *free_disk;
   kernels::cpu::SetCpuThreads(o.threads);
@@ -90,36 +129,31 @@ int ProfileCommand(const ProfileOptions& o) {
 
   Announce("host memory");
   hw.cpu_memory_gbps = profile::HostReadGbps();
-  Announce("copies");
-  hw.h2d_gbps = hw.d2h_gbps = hw.d2d_gbps = profile::MemcpyGbps();
-  Announce("GEMM");
-  hw.gpu_prefill_tflops = profile::GemmTflops(512);
-  hw.gpu_decode_tflops = profile::GemmTflops(16);
-  hw.gpu_memory_gbps = profile::GemmWeightStreamGbps();
-  hw.gpu_cache_bytes = profile::LastLevelCacheBytes();
-  Announce("attention");
+  Announce("CPU attention");
   hw.cpu_attention_gbps = profile::DecodeAttentionGbps();
   hw.cpu_attention_q4_gbps = profile::DecodeAttentionQ4Gbps();
-  hw.gpu_attention_prefill_tflops = profile::PrefillAttentionTflops();
-  Announce("4-bit expansion");
-  hw.gpu_dequant_gbps = profile::ExpandQ4Gbps();
-
-  // The emulated device computes with the same CPU kernels; its memory bandwidth is the rate at
-  // which those kernels' GEMMs stream weights, not the host's plain read rate.
-  hw.gpu_attention_gbps = hw.cpu_attention_gbps;
-  hw.gpu_attention_q4_gbps = hw.cpu_attention_q4_gbps;
-  hw.gpu_emulated = hw.h2d_emulated = hw.d2h_emulated = true;
-  hw.description = "measured by strata profile on " + HostName() +
-                   " without a GPU: device numbers are the CPU build's emulated device (host "
-                   "arena of " +
-                   std::to_string(int(kDeviceShare * 100)) +
-                   "% of available memory, memcpy copy thread, fp32 CPU kernels, memory "
-                   "bandwidth as the GEMM streams weights); disk by " +
-                   "strata's " + disk->file_env + " disk tier (" +
-                   (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +
-                   "), 32 MiB pieces through a 32 MiB ring in 1 MiB transfers, copies included; "
-                   "page writes 4 KiB, 32 per "
-                   "submission, alone and behind a stream of reads";
+  const std::string disk_text =
+      "disk by strata's " + disk->file_env + " disk tier (" +
+      (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +
+      "), 32 MiB pieces through a 32 MiB ring in 1 MiB transfers, copies included; page writes "
+      "4 KiB, 32 per submission, alone and behind a stream of reads";
+  Announce("the GPU");
+  std::string no_device;
+  if (const std::optional<profile::DeviceRates> device = profile::MeasureDevice(&no_device)) {
+    UseDevice(*device, hw);
+    hw.description = "measured by strata profile on " + HostName() + " with " + device->name +
+                     " (pinned cudaMemcpyAsync, fp16 cuBLAS GEMMs, strata's CUDA kernels); " +
+                     disk_text;
+  } else {
+    MeasureEmulatedDevice(available, hw);
+    hw.description = "measured by strata profile on " + HostName() + " without a GPU (" +
+                     no_device +
+                     "): device numbers are the CPU build's emulated device (host arena of " +
+                     std::to_string(int(kDeviceShare * 100)) +
+                     "% of available memory, memcpy copy thread, fp32 CPU kernels, memory "
+                     "bandwidth as the GEMM streams weights); " +
+                     disk_text;
+  }
   for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.d2d_gbps, &hw.disk_read_gbps,
                        &hw.disk_write_gbps, &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops,
                        &hw.gpu_decode_tflops, &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,

@@ -1,0 +1,10 @@
+#include "src/cli/profile/device_probes.h"
+
+namespace strata::profile {
+
+std::optional<DeviceRates> MeasureDevice(std::string* why) {
+  *why = "this build has no CUDA backend";
+  return std::nullopt;
+}
+
+}  // namespace strata::profile

@@ -1,0 +1,35 @@
+// `strata profile`'s GPU probes: on a machine with a CUDA device (CUDA builds), every rate is
+// measured and the rates relate as the hardware does; elsewhere the probe says why there is none.
+#include "src/cli/profile/device_probes.h"
+
+#include <gtest/gtest.h>
+
+namespace strata::profile {
+namespace {
+
+TEST(DeviceProbesTest, MeasuresTheGpuOrSaysWhyNot) {
+  std::string why;
+  const std::optional<DeviceRates> d = MeasureDevice(&why);
+  if (!d) {
+    EXPECT_FALSE(why.empty());
+    GTEST_SKIP() << "no CUDA device: " << why;
+  }
+  EXPECT_FALSE(d->name.empty());
+  EXPECT_GT(d->capacity_bytes, int64_t{1} << 30);
+  EXPECT_GT(d->cache_bytes, 0);
+  for (double rate :
+       {d->h2d_gbps, d->d2h_gbps, d->d2d_gbps, d->prefill_tflops, d->decode_tflops,
+        d->attention_gbps, d->attention_q4_gbps, d->attention_prefill_tflops, d->dequant_gbps}) {
+    EXPECT_GT(rate, 0);
+  }
+  EXPECT_DOUBLE_EQ(d->memory_gbps, 2 * d->d2d_gbps);
+  // Device memory is faster than PCIe, and a 512-row GEMM does more per second than a 16-row one.
+  EXPECT_GT(d->d2d_gbps, d->h2d_gbps);
+  EXPECT_GT(d->prefill_tflops, d->decode_tflops);
+  // Decode attention is bounded by device memory: no kernel reads faster than the copy's reads.
+  EXPECT_LT(d->attention_gbps, d->memory_gbps);
+  EXPECT_LT(d->attention_q4_gbps, d->memory_gbps);
+}
+
+}  // namespace
+}  // namespace strata::profile
