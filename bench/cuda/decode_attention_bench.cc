@@ -24,6 +24,7 @@
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/cuda_resources.h"
+#include "src/backend/cuda/median_ms.h"
 #include "src/backend/cuda/ops.h"
 #include "src/core/dtype.h"
 
@@ -36,24 +37,6 @@ constexpr double kSpeedupTarget = 3.0;
 // Bytes of 4-bit cache per benchmark shape: far past L2 (50 MB on H100) so that every repetition
 // streams from HBM.
 constexpr double kQ4CacheBytes = 512e6;
-
-// Median of `reps` timed calls (after `warmup`), in milliseconds, with device events.
-template <typename Fn>
-double MedianMs(const CudaStream& stream, int warmup, int reps, Fn fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    start.Record(stream.get());
-    fn();
-    stop.Record(stream.get());
-    stop.Synchronize();
-    ms.push_back(stop.ElapsedMsSince(start));
-  }
-  STRATA_CUDA_CHECK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 // Fills `bytes` of device memory with copies of one random host block (16 MiB), so large caches
 // are cheap to build; `make` produces each 32-bit word of the block.

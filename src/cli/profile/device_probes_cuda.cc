@@ -3,13 +3,13 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <vector>
 
 #include "kernels/cpu/weight_q4.h"
 #include "kernels/kv_q4_format.h"
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_resources.h"
 #include "src/backend/cuda/gemm.h"
+#include "src/backend/cuda/median_ms.h"
 #include "src/backend/cuda/ops.h"
 #include "src/cli/profile/device_probes.h"
 
@@ -17,25 +17,6 @@ namespace strata::profile {
 namespace {
 
 using kernels::cuda::ElemType;
-
-// Median milliseconds of `reps` calls of `fn` queued on `stream` (after one warm-up call), timed
-// with device events.
-template <typename Fn>
-double MedianMs(const CudaStream& stream, int reps, Fn fn) {
-  fn();
-  CudaEvent start(/*timing=*/true), stop(/*timing=*/true);
-  std::vector<double> ms;
-  for (int i = 0; i < reps; ++i) {
-    start.Record(stream.get());
-    fn();
-    stop.Record(stream.get());
-    stop.Synchronize();
-    ms.push_back(stop.ElapsedMsSince(start));
-  }
-  STRATA_CUDA_CHECK(cudaGetLastError());
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 double PerSecond(double amount, double ms) { return amount / (ms * 1e-3); }
 
@@ -64,7 +45,7 @@ void MeasureCopies(const CudaStream& stream, size_t bytes, DeviceRates& r) {
   PinnedBuffer host(bytes);
   const DeviceBuffer a = Filled(bytes), b = Filled(bytes);
   const auto copy = [&](void* dst, const void* src, cudaMemcpyKind kind) {
-    return MedianMs(stream, 5, [&] {
+    return MedianMs(stream, 1, 5, [&] {
       STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream.get()));
     });
   };
@@ -79,7 +60,7 @@ double GemmTflops(const CudaStream& stream, const CublasHandle& handle, int rows
   constexpr int kDim = 4096;
   const DeviceBuffer a = Filled(size_t{2} * rows * kDim), b = Filled(size_t{2} * kDim * kDim);
   DeviceBuffer c(sizeof(float) * rows * kDim);
-  const double ms = MedianMs(stream, 10, [&] {
+  const double ms = MedianMs(stream, 1, 10, [&] {
     GemmNT(handle, rows, kDim, kDim, ElemType::kF16, a.get(), b.get(), c.as<float>(), kDim, false);
   });
   return PerSecond(2.0 * rows * kDim * kDim, ms) / 1e12;
@@ -100,7 +81,7 @@ void MeasureDecodeAttention(const CudaStream& stream, DeviceRates& r) {
     cuda_ops::DecodeAttentionPlan plan;
     STRATA_CUDA_CHECK(cuda_ops::PlanDecodeAttention(s, cuda_ops::DecodeCacheKind::kF16, &plan));
     DeviceBuffer workspace(plan.workspace_bytes);
-    const double ms = MedianMs(stream, 10, [&] {
+    const double ms = MedianMs(stream, 1, 10, [&] {
       STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionF16(
           s, q.as<float>(), k.as<__half>(), v.as<__half>(), start.as<int>(), plan, workspace.get(),
           out.as<float>(), stream.get()));
@@ -114,7 +95,7 @@ void MeasureDecodeAttention(const CudaStream& stream, DeviceRates& r) {
   cuda_ops::DecodeAttentionPlan plan;
   STRATA_CUDA_CHECK(cuda_ops::PlanDecodeAttention(s, cuda_ops::DecodeCacheKind::kQ4, &plan));
   DeviceBuffer workspace(plan.workspace_bytes);
-  const double ms = MedianMs(stream, 10, [&] {
+  const double ms = MedianMs(stream, 1, 10, [&] {
     STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionQ4(
         s, q.as<float>(), kc.as<uint8_t>(), kp.as<__half>(), vc.as<uint8_t>(), vp.as<__half>(),
         start.as<int>(), plan, workspace.get(), out.as<float>(), stream.get()));
@@ -130,7 +111,7 @@ double PrefillAttentionTflops(const CudaStream& stream) {
   DeviceBuffer out(q.bytes());
   const size_t cache = size_t{2} * s.num_kv_heads * s.max_len * s.head_dim;
   const DeviceBuffer k = Filled(cache), v = Filled(cache), start = Filled(sizeof(int), 0);
-  const double ms = MedianMs(stream, 10, [&] {
+  const double ms = MedianMs(stream, 1, 10, [&] {
     STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, q.as<float>(), k.as<__half>(), v.as<__half>(),
                                                 start.as<int>(), out.as<float>(), stream.get()));
   });
@@ -144,7 +125,7 @@ double ExpandQ4Gbps(const CudaStream& stream) {
   const DeviceBuffer params =
       Filled(kernels::cpu::WeightQ4ParamHalves(kDim, kDim) * sizeof(__half));
   DeviceBuffer out(size_t{2} * kDim * kDim);
-  const double ms = MedianMs(stream, 10, [&] {
+  const double ms = MedianMs(stream, 1, 10, [&] {
     STRATA_CUDA_CHECK(cuda_ops::ExpandWeightQ4(codes.as<uint8_t>(), params.as<__half>(), kDim, kDim,
                                                ElemType::kF16, out.get(), stream.get()));
   });
