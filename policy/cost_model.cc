@@ -217,15 +217,8 @@ std::string LayerTimes::Bottleneck() const {
 
 double SplitCopyForm::Eval(const Fractions& x) const {
   const int gpu = static_cast<int>(std::lround(x[kWeightGpu] * 100));
-  const int cpu = std::min(100 - gpu, static_cast<int>(std::lround(x[kWeightCpu] * 100)));
-  if (gpu == 0 || gpu == 100) return 0;
   double bytes = 0;
-  for (const WeightLayer& layer : layers) {
-    for (const TensorPlacement& t :
-         PlaceLayerByRows(layer, gpu, cpu, compress, dtype_bytes).tensors) {
-      if (t.gpu_rows > 0 && t.cpu_rows + t.disk_rows > 0) bytes += double(t.gpu_rows) * t.row_bytes;
-    }
-  }
+  for (const LayerRows& layer : layers) bytes += double(SplitGpuBytes(layer, gpu));
   return bytes * seconds_per_byte;
 }
 
@@ -260,16 +253,18 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
                   OutputForms(s, plan, hardware),
                   {},
                   InputForms(s, hardware)};
-  const std::vector<WeightLayer> layers = BuildWeightLayers(model);
-  const auto split = [&](std::vector<WeightLayer> placed) {
-    return SplitCopyForm{std::move(placed), plan.compress_weight, model.weight_dtype_bytes,
-                         1 / (hardware.D2dGbps() * kGiga)};
+  std::vector<LayerRows> rows;
+  for (const WeightLayer& layer : BuildWeightLayers(model)) {
+    rows.push_back(RowsOf(layer, plan.compress_weight, model.weight_dtype_bytes));
+  }
+  const auto split = [&](std::vector<LayerRows> placed) {
+    return SplitCopyForm{std::move(placed), 1 / (hardware.D2dGbps() * kGiga)};
   };
-  forms.layer_prefill.d2d_s = forms.layer_decode.d2d_s = split({layers[1]});
+  forms.layer_prefill.d2d_s = forms.layer_decode.d2d_s = split({rows[1]});
   forms.output_prefill.d2d_s =
-      model.tie_word_embeddings ? split({layers[2], layers[0]}) : split({layers[2]});
+      model.tie_word_embeddings ? split({rows[2], rows[0]}) : split({rows[2]});
   forms.output_decode = forms.output_prefill;
-  forms.input.d2d_s = split({layers[0]});
+  forms.input.d2d_s = split({rows[0]});
   return forms;
 }
 

@@ -90,10 +90,8 @@ struct WriteWaitForm {
 // the layer's rows (policy/weight_layout.h) jumps with the fractions, so this is not affine
 // either: the LP leaves it out, and evaluations at given fractions count it.
 struct SplitCopyForm {
-  std::vector<WeightLayer> layers;  // the layers placed together (the output's tied embedding
-                                    // is the input layer's)
-  bool compress = false;
-  int dtype_bytes = 0;
+  std::vector<LayerRows> layers;  // the layers placed together (the output's tied embedding is
+                                  // the input layer's)
   double seconds_per_byte = 0;
   // Seconds copying the GPU rows of tensors with rows both on and off the GPU, placed at the
   // fractions' weight percents (rounded as --percent takes them).

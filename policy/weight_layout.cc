@@ -102,22 +102,35 @@ std::vector<int64_t> RowsBefore(const std::vector<int64_t>& rows,
 
 }  // namespace
 
+LayerRows RowsOf(const WeightLayer& layer, bool compress, int dtype_bytes) {
+  LayerRows r;
+  for (const WeightTensor& t : layer.tensors) {
+    r.rows.push_back(t.rows);
+    r.row_bytes.push_back(StoredRowBytes(t, compress, dtype_bytes));
+    r.total += r.rows.back() * r.row_bytes.back();
+  }
+  return r;
+}
+
+int64_t SplitGpuBytes(const LayerRows& r, int gpu_percent) {
+  const std::vector<int64_t> gpu = RowsBefore(r.rows, r.row_bytes, r.total, gpu_percent);
+  int64_t bytes = 0;
+  for (size_t i = 0; i < gpu.size(); ++i) {
+    if (gpu[i] > 0 && gpu[i] < r.rows[i]) bytes += gpu[i] * r.row_bytes[i];
+  }
+  return bytes;
+}
+
 LayerPlacement PlaceLayerByRows(const WeightLayer& layer, int gpu_percent, int cpu_percent,
                                 bool compress, int dtype_bytes) {
-  std::vector<int64_t> rows, row_bytes;
-  int64_t total = 0;
-  for (const WeightTensor& t : layer.tensors) {
-    rows.push_back(t.rows);
-    row_bytes.push_back(StoredRowBytes(t, compress, dtype_bytes));
-    total += rows.back() * row_bytes.back();
-  }
-  const std::vector<int64_t> gpu = RowsBefore(rows, row_bytes, total, gpu_percent);
+  const LayerRows r = RowsOf(layer, compress, dtype_bytes);
+  const std::vector<int64_t> gpu = RowsBefore(r.rows, r.row_bytes, r.total, gpu_percent);
   const std::vector<int64_t> gpu_cpu =
-      RowsBefore(rows, row_bytes, total, gpu_percent + cpu_percent);
+      RowsBefore(r.rows, r.row_bytes, r.total, gpu_percent + cpu_percent);
   LayerPlacement p{layer.kind, layer.count, {}, 0, 0, 0};
-  for (size_t i = 0; i < rows.size(); ++i) {
-    TensorPlacement t{layer.tensors[i].name, row_bytes[i], gpu[i], gpu_cpu[i] - gpu[i],
-                      rows[i] - gpu_cpu[i]};
+  for (size_t i = 0; i < r.rows.size(); ++i) {
+    TensorPlacement t{layer.tensors[i].name, r.row_bytes[i], gpu[i], gpu_cpu[i] - gpu[i],
+                      r.rows[i] - gpu_cpu[i]};
     p.gpu_bytes += t.gpu_rows * t.row_bytes;
     p.cpu_bytes += t.cpu_rows * t.row_bytes;
     p.disk_bytes += t.disk_rows * t.row_bytes;

@@ -76,4 +76,15 @@ struct LayerPlacement {
 LayerPlacement PlaceLayerByRows(const WeightLayer& layer, int gpu_percent, int cpu_percent,
                                 bool compress, int dtype_bytes);
 
+// A layer's tensors as PlaceLayerByRows lays them end to end: rows and stored bytes per row of
+// each, and the layer's bytes.
+struct LayerRows {
+  std::vector<int64_t> rows, row_bytes;
+  int64_t total = 0;
+};
+LayerRows RowsOf(const WeightLayer& layer, bool compress, int dtype_bytes);
+// The GPU bytes of the tensor (at most one) that PlaceLayerByRows splits between the GPU and
+// another tier at gpu_percent: the executor copies them into the layer's weight slot.
+int64_t SplitGpuBytes(const LayerRows& rows, int gpu_percent);
+
 }  // namespace strata

@@ -44,7 +44,8 @@ double Round4(double v) {
 void Announce(const char* what) { std::fprintf(stderr, "strata profile: %s...\n", what); }
 
 // The device numbers of a machine without a GPU: the CPU build's emulated device, which computes
-// with the CPU kernels in a capacity-limited host arena and copies with memcpy.
+// with the CPU kernels in a capacity-limited host arena and copies with memcpy. REQUIRES: hw's
+// CPU attention rates are measured (its attention rates are theirs).
 void MeasureEmulatedDevice(int64_t available_host_bytes, HardwareSpec& hw) {
   hw.gpu_capacity_bytes = std::min<int64_t>(kDeviceMaxBytes, available_host_bytes * kDeviceShare);
   Announce("copies");

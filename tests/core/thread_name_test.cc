@@ -15,24 +15,24 @@ std::string NameOfThisThread() {
   return name;
 }
 
-TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
-  const std::string before = NameOfThisThread();
+// The name a new thread has after calling NameThisThread(name).
+std::string NameInNewThread(const std::string& name) {
   std::string seen;
   std::thread([&] {
-    NameThisThread("strata-store");
+    NameThisThread(name);
     seen = NameOfThisThread();
   }).join();
-  EXPECT_EQ(seen, "strata-store");
+  return seen;
+}
+
+TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
+  const std::string before = NameOfThisThread();
+  EXPECT_EQ(NameInNewThread("strata-store"), "strata-store");
   EXPECT_EQ(NameOfThisThread(), before);
 }
 
 TEST(ThreadNameTest, KeepsTheFirstFifteenCharacters) {
-  std::string seen;
-  std::thread([&] {
-    NameThisThread("strata-io-write-ring");
-    seen = NameOfThisThread();
-  }).join();
-  EXPECT_EQ(seen, "strata-io-write");
+  EXPECT_EQ(NameInNewThread("strata-io-write-ring"), "strata-io-write");
 }
 
 }  // namespace
