@@ -8,7 +8,8 @@
 namespace strata {
 namespace {
 
-constexpr int64_t kBlock = 32;                // elements per Q4_0/Q4_1/Q8_0 block
+constexpr int64_t kBlock = 32;                // elements per Q4_0/Q4_1/Q5_x/Q8_0 block
+constexpr int64_t kBlockK = 256;              // elements per K-quant super-block
 constexpr int64_t kParallelMinBlocks = 4096;  // below this, threads cost more than they save
 
 inline float LoadHalf(const uint8_t* p) {
@@ -45,11 +46,144 @@ void BlockQ8_0(const uint8_t* b, float* y) {
   }
 }
 
-template <void (*kBlockFn)(const uint8_t*, float*), int64_t kBlockBytes>
+// Q5_0 and Q5_1: the Q4 nibbles plus a fifth bit per element from the 32-bit word qh (bit j for
+// element j); Q5_0 is centred on 16.
+template <bool kMin>
+void BlockQ5(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b);
+  const float m = kMin ? LoadHalf(b + 2) : 0.0f;
+  uint32_t qh;
+  std::memcpy(&qh, b + (kMin ? 4 : 2), 4);
+  const uint8_t* q = b + (kMin ? 8 : 6);
+  const int offset = kMin ? 0 : 16;
+  for (int j = 0; j < 16; ++j) {
+    const int lo = (q[j] & 0x0F) | static_cast<int>((qh >> j) << 4 & 0x10);
+    const int hi = (q[j] >> 4) | static_cast<int>((qh >> (j + 12)) & 0x10);
+    if (kMin) {
+      y[j] = d * static_cast<float>(lo) + m;
+      y[j + 16] = d * static_cast<float>(hi) + m;
+    } else {
+      y[j] = d * static_cast<float>(lo - offset);
+      y[j + 16] = d * static_cast<float>(hi - offset);
+    }
+  }
+}
+
+// Q2_K: 16 sub-blocks of 16 elements, a byte of 4-bit scale (low) and 4-bit minimum (high) each;
+// element values are 2-bit fields, four per byte of qs (32 bytes per 128 elements, shift 2 per
+// 32 elements).
+void BlockQ2_K(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* q = b + 16;
+  const float d = LoadHalf(b + 80), dmin = LoadHalf(b + 82);
+  int is = 0;
+  for (int half = 0; half < 2; ++half, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2) {
+      for (int part = 0; part < 2; ++part) {
+        const uint8_t sc = scales[is++];
+        const float dl = d * static_cast<float>(sc & 0x0F), ml = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          *y++ = dl * static_cast<float>((q[16 * part + l] >> shift) & 3) - ml;
+        }
+      }
+    }
+  }
+}
+
+// Q3_K: 16 sub-blocks of 16 elements with signed 6-bit scales (12 bytes: low nibbles in bytes
+// 0-7, two high bits each in bytes 8-11), 2-bit low parts as in Q2_K and a high bit per element
+// in hmask; a clear high bit subtracts 4.
+void BlockQ3_K(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* q = b + 32;
+  const uint8_t* packed = b + 96;
+  const float d = LoadHalf(b + 108);
+  int scales[16];
+  for (int i = 0; i < 16; ++i) {
+    const int low = (packed[i % 8] >> (4 * (i / 8))) & 0x0F;
+    const int high = (packed[8 + i % 4] >> (2 * (i / 4))) & 0x03;
+    scales[i] = (low | high << 4) - 32;
+  }
+  int is = 0;
+  uint8_t bit = 1;
+  for (int half = 0; half < 2; ++half, q += 32) {
+    for (int shift = 0; shift < 8; shift += 2, bit = static_cast<uint8_t>(bit << 1)) {
+      for (int part = 0; part < 2; ++part) {
+        const float dl = d * static_cast<float>(scales[is++]);
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int value = ((q[l] >> shift) & 3) - ((hmask[l] & bit) != 0 ? 0 : 4);
+          *y++ = dl * static_cast<float>(value);
+        }
+      }
+    }
+  }
+}
+
+// The 6-bit scale and minimum of sub-block j (0-7) of Q4_K and Q5_K from their 12 packed bytes.
+void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {
+  if (j < 4) {
+    *scale = q[j] & 63;
+    *min = q[j + 4] & 63;
+  } else {
+    *scale = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
+    *min = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+  }
+}
+
+// Q4_K (kHighBits false) and Q5_K: 8 sub-blocks of 32 elements with 6-bit scales and minima;
+// 64 elements per 32 bytes of nibbles (low nibbles first); Q5_K adds a fifth bit per element
+// from qh (bit 2k for the low nibbles of pass k, bit 2k + 1 for the high ones).
+template <bool kHighBits>
+void BlockQ45_K(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b), dmin = LoadHalf(b + 2);
+  const uint8_t* packed = b + 4;
+  const uint8_t* qh = b + 16;
+  const uint8_t* q = b + (kHighBits ? 48 : 16);
+  for (int pass = 0; pass < 4; ++pass, q += 32) {
+    for (int nibble = 0; nibble < 2; ++nibble) {
+      int scale = 0, min = 0;
+      ScaleMinK4(2 * pass + nibble, packed, &scale, &min);
+      const float dl = d * static_cast<float>(scale), ml = dmin * static_cast<float>(min);
+      const uint8_t bit = static_cast<uint8_t>(1u << (2 * pass + nibble));
+      for (int l = 0; l < 32; ++l) {
+        int value = nibble == 0 ? q[l] & 0x0F : q[l] >> 4;
+        if (kHighBits && (qh[l] & bit) != 0) value += 16;
+        *y++ = dl * static_cast<float>(value) - ml;
+      }
+    }
+  }
+}
+
+// Q6_K: 16 sub-blocks of 16 elements with signed 8-bit scales; 6-bit values centred on 32, their
+// low nibbles in ql (64 bytes per 128 elements) and two high bits each in qh (32 bytes per 128).
+void BlockQ6_K(const uint8_t* b, float* y) {
+  const uint8_t* ql = b;
+  const uint8_t* qh = b + 128;
+  const float d = LoadHalf(b + 208);
+  int8_t sc[16];
+  std::memcpy(sc, b + 192, 16);
+  for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32) {
+    for (int l = 0; l < 32; ++l) {
+      const int is = 8 * half + l / 16;
+      const int q1 = ((ql[l] & 0x0F) | ((qh[l] >> 0) & 3) << 4) - 32;
+      const int q2 = ((ql[l + 32] & 0x0F) | ((qh[l] >> 2) & 3) << 4) - 32;
+      const int q3 = ((ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4) - 32;
+      const int q4 = ((ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4) - 32;
+      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
+      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
+      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
+      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    }
+  }
+}
+
+template <void (*kBlockFn)(const uint8_t*, float*), int64_t kBlockElements, int64_t kBlockBytes>
 void ExpandBlocks(const uint8_t* src, int64_t n, float* dst) {
-  const int64_t blocks = n / kBlock;
-#pragma omp parallel for schedule(static) if (blocks >= kParallelMinBlocks)
-  for (int64_t i = 0; i < blocks; ++i) kBlockFn(src + i * kBlockBytes, dst + i * kBlock);
+  const int64_t blocks = n / kBlockElements;
+#pragma omp parallel for schedule(static) if (n >= kParallelMinBlocks * kBlock)
+  for (int64_t i = 0; i < blocks; ++i) {
+    kBlockFn(src + i * kBlockBytes, dst + i * kBlockElements);
+  }
 }
 
 // F16/BF16 in chunks of whole blocks of kBlock elements plus a serial tail.
@@ -80,10 +214,21 @@ bool GgufCanDequantize(uint32_t type) {
     case GgmlType::kBF16:
     case GgmlType::kQ4_0:
     case GgmlType::kQ4_1:
+    case GgmlType::kQ5_0:
+    case GgmlType::kQ5_1:
     case GgmlType::kQ8_0:
+    case GgmlType::kQ2_K:
+    case GgmlType::kQ3_K:
+    case GgmlType::kQ4_K:
+    case GgmlType::kQ5_K:
+    case GgmlType::kQ6_K:
       return true;
   }
   return false;
+}
+
+const char* GgufDequantizableTypes() {
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K";
 }
 
 Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
@@ -98,18 +243,39 @@ Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) 
       ExpandHalves<Bf16ToFloat>(src, n, dst);
       return Status::Ok();
     case GgmlType::kQ4_0:
-      ExpandBlocks<BlockQ4_0, 18>(src, n, dst);
+      ExpandBlocks<BlockQ4_0, kBlock, 18>(src, n, dst);
       return Status::Ok();
     case GgmlType::kQ4_1:
-      ExpandBlocks<BlockQ4_1, 20>(src, n, dst);
+      ExpandBlocks<BlockQ4_1, kBlock, 20>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ5_0:
+      ExpandBlocks<BlockQ5<false>, kBlock, 22>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ5_1:
+      ExpandBlocks<BlockQ5<true>, kBlock, 24>(src, n, dst);
       return Status::Ok();
     case GgmlType::kQ8_0:
-      ExpandBlocks<BlockQ8_0, 34>(src, n, dst);
+      ExpandBlocks<BlockQ8_0, kBlock, 34>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ2_K:
+      ExpandBlocks<BlockQ2_K, kBlockK, 84>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ3_K:
+      ExpandBlocks<BlockQ3_K, kBlockK, 110>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ4_K:
+      ExpandBlocks<BlockQ45_K<false>, kBlockK, 144>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ5_K:
+      ExpandBlocks<BlockQ45_K<true>, kBlockK, 176>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kQ6_K:
+      ExpandBlocks<BlockQ6_K, kBlockK, 210>(src, n, dst);
       return Status::Ok();
   }
   return Status::Unsupported("ggml type " + GgmlTypeName(type) +
-                             " cannot be expanded (strata reads F32, F16, BF16, Q4_0, Q4_1, "
-                             "Q8_0); re-quantize the model to one of these");
+                             " cannot be expanded (strata reads " + GgufDequantizableTypes() +
+                             "); re-quantize the model to one of these");
 }
 
 void UnpermuteGgufQk(const float* src, int64_t rows, int64_t cols, int64_t n_head, float* dst) {

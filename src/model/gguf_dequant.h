@@ -1,7 +1,16 @@
-// Expansion of GGUF tensor data to F32, with exactly ggml's block layouts:
+// Expansion of GGUF tensor data to F32, with exactly ggml's block layouts and arithmetic
+// (ggml-common.h, dequantize_row_* in ggml-quants.c), 32-element blocks:
 //   Q4_0: fp16 d, 16 bytes; element j = d * ((q[j] & 15) - 8), element j+16 = d * ((q[j] >> 4) - 8)
 //   Q4_1: fp16 d, fp16 m, 16 bytes; the same nibbles, x = d * q + m
+//   Q5_0: fp16 d, uint32 qh, 16 bytes; the nibbles plus bit j of qh as bit 4, x = d * (q - 16)
+//   Q5_1: fp16 d, fp16 m, uint32 qh, 16 bytes; x = d * q + m
 //   Q8_0: fp16 d, 32 int8; x = d * q
+// and 256-element super-blocks of sub-blocks with their own quantized scales (the "K-quants"):
+//   Q2_K: 16 x (4-bit scale, 4-bit min), 2-bit values, fp16 d and dmin; x = d*sc * q - dmin*m
+//   Q3_K: 3-bit values (2 low bits, a high bit mask), 16 signed 6-bit scales, fp16 d
+//   Q4_K: fp16 d and dmin, 8 x (6-bit scale, 6-bit min) in 12 bytes, 4-bit values
+//   Q5_K: as Q4_K plus a fifth bit per value
+//   Q6_K: 6-bit values (4 low bits, 2 high bits), 16 int8 scales, fp16 d; x = d*sc * (q - 32)
 #pragma once
 
 #include <cstdint>
@@ -10,8 +19,12 @@
 
 namespace strata {
 
-// True when DequantizeGguf() handles ggml type `type` (F32, F16, BF16, Q4_0, Q4_1, Q8_0).
+// True when DequantizeGguf() handles ggml type `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
+// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; not Q8_K, which ggml keeps for intermediate products, nor
+// the IQ and TQ types).
 bool GgufCanDequantize(uint32_t type);
+// Those types' names, for messages: "F32, F16, BF16, Q4_0, ..., Q6_K".
+const char* GgufDequantizableTypes();
 
 // Expands `n` elements of ggml type `type` at `src` into `dst`; large tensors are split over
 // OpenMP threads. Unsupported, naming the type, when GgufCanDequantize(type) is false.

@@ -204,9 +204,8 @@ class GgufModelReader {
     used_.insert(name);
     if (!GgufCanDequantize(info->type)) {
       return Status::Unsupported(gguf_.path() + ": tensor '" + name + "' has type " +
-                                 GgmlTypeName(info->type) +
-                                 "; strata expands F32, F16, BF16, Q4_0, Q4_1 and Q8_0 "
-                                 "(use e.g. a Q4_1 or Q8_0 file)");
+                                 GgmlTypeName(info->type) + "; strata expands " +
+                                 GgufDequantizableTypes() + " (use e.g. a Q4_K_M or Q8_0 file)");
     }
     const uint8_t* data = gguf_.TensorData(*info);
     const TensorView raw{DType::kF32, shape, data};

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "src/model/gguf.h"
+#include "src/model/json_file.h"
 #include "tests/model/model_files.h"
 
 namespace strata {
@@ -82,12 +85,89 @@ TEST(GgufDequantTest, HalvesAndUnsupported) {
   EXPECT_EQ(Expand(GgmlType::kBF16, testing_files::Bf16Bytes({1.5f, -0.25f, 256.0f}), 3),
             (std::vector<float>{1.5f, -0.25f, 256.0f}));
   EXPECT_TRUE(GgufCanDequantize(3));
-  EXPECT_FALSE(GgufCanDequantize(12));
+  EXPECT_TRUE(GgufCanDequantize(12));
+  EXPECT_FALSE(GgufCanDequantize(15));  // Q8_K
+  EXPECT_FALSE(GgufCanDequantize(16));  // IQ2_XXS
   float out[256];
-  const uint8_t in[144] = {};
-  const Status s = DequantizeGguf(12, in, 256, out);
+  const uint8_t in[66] = {};
+  const Status s = DequantizeGguf(16, in, 256, out);
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
-  EXPECT_NE(s.message().find("Q4_K"), std::string::npos);
+  EXPECT_NE(s.message().find("IQ2_XXS"), std::string::npos);
+  EXPECT_NE(s.message().find("Q4_K"), std::string::npos);  // what it can read instead
+}
+
+// Random blocks of each type and gguf-py's dequantization of them (tests/data/gguf/blocks.json,
+// written by make_block_fixture.py). Both follow ggml's order of float operations, so the values
+// agree exactly.
+struct BlockFixture {
+  std::string name;
+  uint32_t type = 0;
+  int64_t block_size = 0;
+  std::string bytes;
+  std::vector<float> values;
+};
+
+std::vector<BlockFixture> ReadBlockFixtures() {
+  Result<nlohmann::json> j =
+      ReadJsonFile(std::string(STRATA_SOURCE_DIR) + "/tests/data/gguf/blocks.json");
+  EXPECT_TRUE(j.ok()) << j.status().ToString();
+  std::vector<BlockFixture> out;
+  if (!j.ok()) return out;
+  for (const auto& [name, t] : (*j)["types"].items()) {
+    BlockFixture f;
+    f.name = name;
+    f.type = t["ggml_type"].get<uint32_t>();
+    f.block_size = t["block_size"].get<int64_t>();
+    const std::string hex = t["bytes_hex"].get<std::string>();
+    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+      f.bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    }
+    f.values = t["values"].get<std::vector<float>>();
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+TEST(GgufDequantTest, BlocksMatchGgufPy) {
+  const std::vector<BlockFixture> fixtures = ReadBlockFixtures();
+  std::vector<std::string> names;
+  for (const BlockFixture& f : fixtures) {
+    names.push_back(f.name);
+    ASSERT_TRUE(GgufCanDequantize(f.type)) << f.name;
+    const GgmlTypeTraits* traits = GgmlTypeInfo(f.type);
+    ASSERT_NE(traits, nullptr);
+    ASSERT_EQ(traits->block_size, f.block_size) << f.name;
+    const int64_t n = static_cast<int64_t>(f.values.size());
+    ASSERT_EQ(static_cast<int64_t>(f.bytes.size()), n / f.block_size * traits->type_bytes)
+        << f.name;
+    const std::vector<float> y = Expand(static_cast<GgmlType>(f.type), f.bytes, n);
+    int mismatches = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      if (y[static_cast<size_t>(i)] != f.values[static_cast<size_t>(i)] && ++mismatches <= 3) {
+        ADD_FAILURE() << f.name << " element " << i << ": " << y[static_cast<size_t>(i)]
+                      << ", gguf-py " << f.values[static_cast<size_t>(i)];
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << f.name;
+  }
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"Q2_K", "Q3_K", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K"}));
+}
+
+TEST(GgufDequantTest, LargeKQuantTensorUsesEveryBlock) {
+  // The fixture's Q4_K blocks repeated past the parallel threshold: every copy expands the same.
+  for (const BlockFixture& f : ReadBlockFixtures()) {
+    if (f.name != "Q4_K") continue;
+    const int copies = 700;
+    std::string data;
+    for (int c = 0; c < copies; ++c) data += f.bytes;
+    const int64_t n = static_cast<int64_t>(f.values.size());
+    const std::vector<float> y = Expand(GgmlType::kQ4_K, data, copies * n);
+    for (int c = 0; c < copies; c += 37) {
+      EXPECT_TRUE(std::equal(f.values.begin(), f.values.end(), y.begin() + c * n)) << "copy " << c;
+    }
+    EXPECT_TRUE(std::equal(f.values.begin(), f.values.end(), y.end() - n));
+  }
 }
 
 // llama.cpp's convert_hf_to_gguf.py permute: w.reshape(n_head, 2, hd/2, in).swapaxes(1, 2).
