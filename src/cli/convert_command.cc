@@ -25,7 +25,10 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertOptions* o) {
 
 int ConvertCommand(const ConvertOptions& o) {
   const auto start = std::chrono::steady_clock::now();
-  Result<std::unique_ptr<Model>> model = LoadModel(o.model);
+  // A GGUF file's quantized tensors are expanded one at a time as they are written.
+  LoadOptions load;
+  load.expand_gguf = false;
+  Result<std::unique_ptr<Model>> model = LoadModel(o.model, load);
   if (!model.ok()) {
     std::fprintf(stderr, "strata: error: %s\n", model.status().ToString().c_str());
     return kExitUnusable;

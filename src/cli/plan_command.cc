@@ -25,14 +25,17 @@ struct Inputs {
 };
 
 // A preset (name or YAML), or the description of a model on disk: a GGUF file, a Hugging Face
-// directory or a strata store, loaded (memory-mapped; quantized GGUF tensors are expanded) and
-// described as the CPU build runs it (fp32 activations).
+// directory or a strata store, loaded (memory-mapped; quantized GGUF tensors are left as stored:
+// only their shapes are read) and described as the CPU build runs it (fp32 weights and
+// activations).
 Result<ModelSpec> LoadModelSpec(const std::string& name) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool yaml = name.ends_with(".yaml") || name.ends_with(".yml");
   if (fs::exists(name, ec) && !yaml) {
-    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(name));
+    LoadOptions load;
+    load.expand_gguf = false;
+    STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(name, load));
     return ModelSpecOf(*model);
   }
   if (!yaml && (name.find('/') != std::string::npos || name.ends_with(".gguf"))) {

@@ -278,6 +278,17 @@ Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) 
                              "); re-quantize the model to one of these");
 }
 
+Status ExpandGgufTensor(uint32_t type, const uint8_t* src, const std::vector<int64_t>& shape,
+                        int unpermute_heads, float* dst) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  if (unpermute_heads == 0) return DequantizeGguf(type, src, n, dst);
+  std::vector<float> tmp(static_cast<size_t>(n));
+  STRATA_RETURN_IF_ERROR(DequantizeGguf(type, src, n, tmp.data()));
+  UnpermuteGgufQk(tmp.data(), shape[0], shape[1], unpermute_heads, dst);
+  return Status::Ok();
+}
+
 void UnpermuteGgufQk(const float* src, int64_t rows, int64_t cols, int64_t n_head, float* dst) {
   const int64_t head_dim = rows / n_head, half = head_dim / 2;
   const size_t row_bytes = static_cast<size_t>(cols) * sizeof(float);

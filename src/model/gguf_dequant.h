@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "src/core/status.h"
 
@@ -31,6 +32,12 @@ const char* GgufDequantizableTypes();
 // REQUIRES: n is a multiple of the type's block size; `src` holds the n elements' blocks and
 // `dst` n floats; no alignment is required of either.
 Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst);
+
+// Expands GGUF tensor data of `type` and outermost-first `shape` ([rows, cols] when
+// `unpermute_heads` > 0) into `dst`, undoing llama.cpp's q/k permutation for that many heads
+// (UnpermuteGgufQk) when `unpermute_heads` > 0. REQUIRES as DequantizeGguf, for the shape's numel.
+Status ExpandGgufTensor(uint32_t type, const uint8_t* src, const std::vector<int64_t>& shape,
+                        int unpermute_heads, float* dst);
 
 // Undoes the row permutation llama.cpp's converter applies to attn_q/attn_k for its interleaved
 // RoPE, giving Hugging Face's rotate-half layout. With rows split into `n_head` heads of head_dim

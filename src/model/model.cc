@@ -4,7 +4,9 @@
 #include <filesystem>
 #include <unordered_set>
 
+#include "src/core/check.h"
 #include "src/io/mapped_file.h"
+#include "src/model/gguf_dequant.h"
 #include "src/model/model_builder.h"
 #include "src/model/store.h"
 
@@ -50,6 +52,15 @@ int64_t Model::StoreOffsetOf(const void* data) const {
   return p - base;
 }
 
+bool Model::IsDeferred(const TensorView& view) const { return deferred_.count(view.data) > 0; }
+
+Status Model::ExpandDeferred(const TensorView& view, float* dst) const {
+  const auto it = deferred_.find(view.data);
+  STRATA_CHECK_MSG(it != deferred_.end(), "ExpandDeferred of a tensor that is not deferred");
+  return ExpandGgufTensor(it->second.ggml_type, static_cast<const uint8_t*>(view.data), view.shape,
+                          it->second.unpermute_heads, dst);
+}
+
 ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
   model_->source_ = std::move(source);
 }
@@ -67,6 +78,11 @@ void ModelBuilder::AddStoreData(std::unique_ptr<MappedFile> file) {
 float* ModelBuilder::NewBuffer(size_t n) {
   model_->owned_.emplace_back(n);
   return model_->owned_.back().data();
+}
+
+TensorView ModelBuilder::Defer(const TensorView& view, uint32_t ggml_type, int unpermute_heads) {
+  model_->deferred_[view.data] = {ggml_type, unpermute_heads};
+  return view;
 }
 
 const Q4Planes* ModelBuilder::AddQ4Planes(Q4Planes planes) {
@@ -91,7 +107,7 @@ Status ModelBuilder::CheckShape(const std::string& name, const std::vector<int64
                          ShapeString(shape) + " but the config implies " + ShapeString(expected));
 }
 
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options) {
   std::error_code ec;
   const auto status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
@@ -100,7 +116,7 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path) {
   if (std::filesystem::is_directory(status)) {
     return IsStoreDirectory(path) ? LoadStore(path) : LoadHfModel(path);
   }
-  return LoadGgufModel(path);
+  return LoadGgufModel(path, options.expand_gguf);
 }
 
 }  // namespace strata

@@ -1,11 +1,13 @@
 // Model: a loaded model — its config, its weights as tensor views, and what its file says about
 // its tokenizer and chat template. Loading memory-maps the files; F32/F16/BF16 tensors are views
-// into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns, and the 4-bit
+// into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns (or left as
+// stored until asked for: LoadOptions), and the 4-bit
 // matrices of a strata store stay as stored (DType::kQ4 views of their planes in the map).
 #pragma once
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -83,6 +85,12 @@ class Model {
   // (store tensors are views into its map; checksums were verified at load); -1 otherwise (other
   // sources, and the data of kQ4 views: their Q4Planes point into the map).
   int64_t StoreOffsetOf(const void* data) const;
+  // True when `view` is a GGUF tensor that LoadOptions::expand_gguf = false left as stored: an F32
+  // view of its full shape whose data are the file's bytes, not floats (only ExpandDeferred()
+  // reads them). Such a model is for shapes and conversion only, never for running.
+  bool IsDeferred(const TensorView& view) const;
+  // The values of such a view into `dst` (view.numel() floats).
+  Status ExpandDeferred(const TensorView& view, float* dst) const;
 
  private:
   friend class ModelBuilder;
@@ -98,6 +106,19 @@ class Model {
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::vector<std::vector<float>> owned_;      // expanded quantized GGUF tensors
   std::deque<Q4Planes> q4_planes_;             // what kQ4 views point at: planes in the store's map
+  struct Deferred {
+    uint32_t ggml_type;
+    int unpermute_heads;
+  };
+  std::map<const void*, Deferred> deferred_;  // GGUF tensors not expanded, by their bytes
+};
+
+struct LoadOptions {
+  // False: GGUF tensors that need expanding (quantized ones, and q/k weights to un-permute) stay
+  // as stored, and Model::ExpandDeferred() expands one when asked. `strata plan` needs only the
+  // shapes and `strata convert` writes a tensor at a time, so neither holds a large quantized
+  // model in fp32 (a 70B Q4_K_M file is 40 GB; expanded, 280 GB).
+  bool expand_gguf = true;
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or
@@ -105,6 +126,6 @@ class Model {
 // `strata convert` (src/model/store.h), or a GGUF v3 file. Every offset and size
 // in a header is bounds-checked; a missing path, truncated file, unknown dtype or missing tensor
 // returns a Status whose message names the file and what to do.
-Result<std::unique_ptr<Model>> LoadModel(const std::string& path);
+Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOptions& options = {});
 
 }  // namespace strata

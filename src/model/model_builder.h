@@ -27,6 +27,9 @@ class ModelBuilder {
   void AddStoreData(std::unique_ptr<MappedFile> file);
   // A zeroed F32 buffer of `n` elements owned by the Model.
   float* NewBuffer(size_t n);
+  // `view`, an F32 view of GGUF tensor bytes of `ggml_type`, recorded as deferred
+  // (Model::IsDeferred, ExpandDeferred).
+  TensorView Defer(const TensorView& view, uint32_t ggml_type, int unpermute_heads);
   // Keeps `planes` for the Model's lifetime, for a kQ4 view to point at.
   // REQUIRES: the planes lie in a file added with AddStoreData.
   const Q4Planes* AddQ4Planes(Q4Planes planes);
@@ -46,7 +49,8 @@ class ModelBuilder {
 
 // Loads a Hugging Face model directory; see LoadModel().
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
-// Loads a GGUF file of architecture llama, expanding every tensor to F32; see LoadModel().
-Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path);
+// Loads a GGUF file of architecture llama, expanding every tensor to F32 (or, with `expand`
+// false, deferring those that need it: LoadOptions::expand_gguf); see LoadModel().
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, bool expand);
 
 }  // namespace strata

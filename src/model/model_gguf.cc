@@ -15,7 +15,8 @@ using Shape = std::vector<int64_t>;
 
 class GgufModelReader {
  public:
-  GgufModelReader(const GgufFile& gguf, ModelBuilder& b) : gguf_(gguf), b_(b) {}
+  GgufModelReader(const GgufFile& gguf, ModelBuilder& b, bool expand)
+      : gguf_(gguf), b_(b), expand_(expand) {}
 
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
@@ -213,31 +214,29 @@ class GgufModelReader {
       *out = b_.Aligned(raw);
       return Status::Ok();
     }
-    const size_t n = static_cast<size_t>(info->numel);
-    float* dst = b_.NewBuffer(n);
-    if (unpermute_heads == 0) {
-      STRATA_RETURN_IF_ERROR(DequantizeGguf(info->type, data, info->numel, dst));
-    } else {
-      std::vector<float> tmp(n);
-      STRATA_RETURN_IF_ERROR(DequantizeGguf(info->type, data, info->numel, tmp.data()));
-      UnpermuteGgufQk(tmp.data(), shape[0], shape[1], unpermute_heads, dst);
+    if (!expand_) {
+      *out = b_.Defer(raw, info->type, unpermute_heads);
+      return Status::Ok();
     }
+    float* dst = b_.NewBuffer(static_cast<size_t>(info->numel));
+    STRATA_RETURN_IF_ERROR(ExpandGgufTensor(info->type, data, shape, unpermute_heads, dst));
     *out = TensorView{DType::kF32, shape, dst};
     return Status::Ok();
   }
 
   const GgufFile& gguf_;
   ModelBuilder& b_;
+  const bool expand_;           // false: LoadOptions::expand_gguf
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path) {
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, bool expand) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   STRATA_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(*file));
   ModelBuilder b(path);
-  GgufModelReader reader(gguf, b);
+  GgufModelReader reader(gguf, b, expand);
   STRATA_RETURN_IF_ERROR(reader.ReadConfig());
   STRATA_RETURN_IF_ERROR(reader.ReadTokenizer());
   STRATA_RETURN_IF_ERROR(reader.ReadWeights());

@@ -168,12 +168,18 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
   ModelWeights weights = model.weights();  // WeightSlots wants mutable views; this is a copy
   json tensors = json::array();
   std::map<const void*, std::string> stored;  // data -> name: shared tensors are stored once
+  std::vector<float> expanded;  // a deferred GGUF tensor's values, one tensor at a time
   for (const WeightSlot& slot : WeightSlots(model.config(), &weights)) {
-    const TensorView& v = *slot.view;
+    TensorView v = *slot.view;
     auto [it, fresh] = stored.try_emplace(v.data, slot.name);
     if (!fresh) {
       tensors.push_back({{"name", slot.name}, {"same_as", it->second}});
       continue;
+    }
+    if (model.IsDeferred(v)) {
+      expanded.resize(static_cast<size_t>(v.numel()));
+      STRATA_RETURN_IF_ERROR(model.ExpandDeferred(v, expanded.data()));
+      v.data = expanded.data();
     }
     json entry = {{"name", slot.name}, {"dtype", DTypeName(v.dtype)}, {"shape", v.shape}};
     StoreExtent data, params;

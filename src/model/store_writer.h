@@ -38,6 +38,8 @@ struct StoreWriteSummary {
 // otherwise; also for a model with 4-bit weights, a store itself). tensors.bin is written and
 // synced before manifest.json is renamed into place, so a directory with a manifest always holds a
 // complete store. On failure the partial directory is left for inspection and the Status names it.
+// Deferred GGUF tensors (Model::IsDeferred) are expanded one at a time, so memory holds one of them
+// in F32 at most.
 Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
                                      const StoreWriteOptions& options = {});
 

@@ -162,10 +162,11 @@ std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<f
 
 // Writes the file described by `o` and loads it.
 Result<std::unique_ptr<Model>> LoadTiny(const TinyGguf& o,
-                                        std::map<std::string, std::vector<float>>* expected) {
+                                        std::map<std::string, std::vector<float>>* expected,
+                                        const LoadOptions& options = {}) {
   const auto path = FreshDir() / "tiny.gguf";
   WriteFile(path, BuildTinyGguf(o, expected));
-  return LoadModel(path.string());
+  return LoadModel(path.string(), options);
 }
 
 void ExpectValues(const TensorView& v, const std::vector<float>& expected, const char* what) {
@@ -228,6 +229,66 @@ TEST(GgufModelTest, LoadsEveryTypeAndUnpermutes) {
                           kLayers * (2 * kHidden + 2 * kHeads * kHeadDim * kHidden +
                                      2 * kKvHeads * kHeadDim * kHidden + 3 * kFfn * kHidden);
   EXPECT_EQ((*m)->weight_bytes(), params * 4);
+}
+
+// Every view of a model, with a name for messages.
+std::vector<std::pair<std::string, const TensorView*>> Views(const ModelWeights& w) {
+  std::vector<std::pair<std::string, const TensorView*>> out = {
+      {"token_embd", &w.token_embedding}, {"output_norm", &w.final_norm}, {"lm_head", &w.lm_head}};
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& l = w.layers[i];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    for (auto [n, v] : {std::pair{"attn_q", &l.wq},
+                        {"attn_k", &l.wk},
+                        {"attn_v", &l.wv},
+                        {"attn_output", &l.wo},
+                        {"ffn_gate", &l.w_gate},
+                        {"ffn_up", &l.w_up},
+                        {"ffn_down", &l.w_down},
+                        {"attn_norm", &l.attn_norm},
+                        {"ffn_norm", &l.mlp_norm}}) {
+      out.emplace_back(p + n, v);
+    }
+  }
+  return out;
+}
+
+TEST(GgufModelTest, DeferredTensorsExpandOnRequestToTheLoadedValues) {
+  std::map<std::string, std::vector<float>> e;
+  auto eager = LoadTiny({}, &e);
+  LoadOptions options;
+  options.expand_gguf = false;
+  auto deferred = LoadTiny({}, &e, options);
+  ASSERT_TRUE(eager.ok() && deferred.ok()) << deferred.status().ToString();
+  const ModelWeights& d = (*deferred)->weights();
+  EXPECT_EQ(d.lm_head.data, d.token_embedding.data);
+  EXPECT_EQ((*deferred)->weight_bytes(), (*eager)->weight_bytes());
+  const auto eager_views = Views((*eager)->weights()), deferred_views = Views(d);
+  int expanded = 0;
+  for (size_t i = 0; i < eager_views.size(); ++i) {
+    const std::string& name = eager_views[i].first;
+    const TensorView& a = *eager_views[i].second;
+    const TensorView& b = *deferred_views[i].second;
+    EXPECT_FALSE((*eager)->IsDeferred(a)) << name;
+    EXPECT_EQ(b.dtype, a.dtype) << name;
+    EXPECT_EQ(b.shape, a.shape) << name;
+    // F32 tensors without a permutation are views of the file either way; the rest wait.
+    const bool plain = name.ends_with("norm") || name.ends_with("ffn_up");
+    EXPECT_EQ((*deferred)->IsDeferred(b), !plain) << name;
+    if (!(*deferred)->IsDeferred(b)) {
+      ExpectValues(b,
+                   std::vector<float>(static_cast<const float*>(a.data),
+                                      static_cast<const float*>(a.data) + a.numel()),
+                   name.c_str());
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(b.numel()));
+    ASSERT_TRUE((*deferred)->ExpandDeferred(b, values.data()).ok()) << name;
+    ExpectValues(a, values, name.c_str());
+    ++expanded;
+  }
+  // The embedding and lm_head, and per layer q, k (permuted), v, output, gate and down.
+  EXPECT_EQ(expanded, 2 + kLayers * 6);
 }
 
 TEST(GgufModelTest, UntiedOutput) {

@@ -154,6 +154,16 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
   Result<std::unique_ptr<Store>> s = Store::Open((dir / "store").string());
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Find("lm_head"), (*s)->Find("token_embedding")) << "a tied head is stored once";
+
+  // `strata convert` loads a GGUF file without expanding it (its permuted q and k here) and
+  // expands tensor by tensor while writing: the same store, byte for byte.
+  LoadOptions options;
+  options.expand_gguf = false;
+  Result<std::unique_ptr<Model>> deferred = LoadModel((dir / "tiny.gguf").string(), options);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  EXPECT_TRUE((*deferred)->IsDeferred((*deferred)->weights().layers[0].wq));
+  ASSERT_TRUE(WriteStore(**deferred, (dir / "store2").string()).ok());
+  EXPECT_EQ(ReadAll(dir / "store2" / kStoreDataName), ReadAll(dir / "store" / kStoreDataName));
 }
 
 TEST(StoreTest, FourBitWeightsMatchTheKernels) {
