@@ -18,6 +18,7 @@
 #include "src/cli/policy_flags.h"
 #include "src/cli/profile/device_probes.h"
 #include "src/cli/profile/probes.h"
+#include "src/core/host_memory.h"
 
 namespace strata {
 namespace {
@@ -103,7 +104,7 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.name = o.name.empty() ? HostName() : o.name;
 
   Announce("capacities");
-  const int64_t available = profile::AvailableHostBytes();
+  const int64_t available = AvailableHostBytes();
   Result<int64_t> free_disk = profile::FreeDiskBytes(o.offload_dir);
   if (!free_disk.ok()) {
     std::cerr << "strata profile: " << free_disk.status().message() << "\n";

@@ -1,10 +1,13 @@
 #include "src/model/model.h"
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <unordered_set>
 
 #include "src/core/check.h"
+#include "src/core/host_memory.h"
 #include "src/io/mapped_file.h"
 #include "src/model/gguf_dequant.h"
 #include "src/model/model_builder.h"
@@ -81,8 +84,36 @@ float* ModelBuilder::NewBuffer(size_t n) {
 }
 
 TensorView ModelBuilder::Defer(const TensorView& view, uint32_t ggml_type, int unpermute_heads) {
-  model_->deferred_[view.data] = {ggml_type, unpermute_heads};
+  model_->deferred_[view.data] = {ggml_type, unpermute_heads, view.bytes()};
   return view;
+}
+
+Status ModelBuilder::ExpandDeferred(int64_t memory_bytes) {
+  uint64_t needed = 0;
+  for (const auto& [data, d] : model_->deferred_) needed += d.f32_bytes;
+  if (needed > static_cast<uint64_t>(std::max<int64_t>(0, memory_bytes))) {
+    char sizes[96];
+    std::snprintf(sizes, sizeof(sizes), "%.2f GB, more than the %.2f GB", needed / 1e9,
+                  memory_bytes / 1e9);
+    return Status::ResourceExhausted(
+        model_->source_ + ": expanding its quantized tensors to fp32 needs " + sizes +
+        " of memory available; convert it once with `strata convert --model " + model_->source_ +
+        " --out DIR --compress-weight` (which expands one tensor at a time) and pass --model DIR");
+  }
+  std::map<const void*, const float*> expanded;  // a tied head is expanded once
+  for (const WeightSlot& slot : WeightSlots(model_->config_, &model_->weights_)) {
+    TensorView& v = *slot.view;
+    if (!model_->IsDeferred(v)) continue;
+    auto [it, fresh] = expanded.try_emplace(v.data, nullptr);
+    if (fresh) {
+      float* dst = NewBuffer(static_cast<size_t>(v.numel()));
+      STRATA_RETURN_IF_ERROR(model_->ExpandDeferred(v, dst));
+      it->second = dst;
+    }
+    v.data = it->second;
+  }
+  model_->deferred_.clear();
+  return Status::Ok();
 }
 
 const Q4Planes* ModelBuilder::AddQ4Planes(Q4Planes planes) {
@@ -116,7 +147,9 @@ Result<std::unique_ptr<Model>> LoadModel(const std::string& path, const LoadOpti
   if (std::filesystem::is_directory(status)) {
     return IsStoreDirectory(path) ? LoadStore(path) : LoadHfModel(path);
   }
-  return LoadGgufModel(path, options.expand_gguf);
+  if (!options.expand_gguf) return LoadGgufModel(path, std::nullopt);
+  return LoadGgufModel(
+      path, options.expand_memory_bytes >= 0 ? options.expand_memory_bytes : AvailableHostBytes());
 }
 
 }  // namespace strata

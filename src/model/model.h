@@ -109,6 +109,7 @@ class Model {
   struct Deferred {
     uint32_t ggml_type;
     int unpermute_heads;
+    uint64_t f32_bytes;  // once expanded
   };
   std::map<const void*, Deferred> deferred_;  // GGUF tensors not expanded, by their bytes
 };
@@ -119,6 +120,9 @@ struct LoadOptions {
   // shapes and `strata convert` writes a tensor at a time, so neither holds a large quantized
   // model in fp32 (a 70B Q4_K_M file is 40 GB; expanded, 280 GB).
   bool expand_gguf = true;
+  // The memory expanding may take; a GGUF file whose expansion needs more is refused with a
+  // message that says to convert it. -1: the host's available memory (MemAvailable).
+  int64_t expand_memory_bytes = -1;
 };
 
 // Loads a model from `path`: a Hugging Face directory (config.json, model.safetensors or

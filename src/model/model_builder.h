@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ class ModelBuilder {
   // `view`, an F32 view of GGUF tensor bytes of `ggml_type`, recorded as deferred
   // (Model::IsDeferred, ExpandDeferred).
   TensorView Defer(const TensorView& view, uint32_t ggml_type, int unpermute_heads);
+  // Expands every deferred tensor into a buffer the Model owns and points its views there
+  // (ResourceExhausted, saying what to do instead, when that needs more than `memory_bytes`).
+  Status ExpandDeferred(int64_t memory_bytes);
   // Keeps `planes` for the Model's lifetime, for a kQ4 view to point at.
   // REQUIRES: the planes lie in a file added with AddStoreData.
   const Q4Planes* AddQ4Planes(Q4Planes planes);
@@ -49,8 +53,9 @@ class ModelBuilder {
 
 // Loads a Hugging Face model directory; see LoadModel().
 Result<std::unique_ptr<Model>> LoadHfModel(const std::string& dir);
-// Loads a GGUF file of architecture llama, expanding every tensor to F32 (or, with `expand`
-// false, deferring those that need it: LoadOptions::expand_gguf); see LoadModel().
-Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, bool expand);
+// Loads a GGUF file of architecture llama, expanding every tensor to F32 within `expand_memory`
+// bytes (or, without it, deferring those that need it: LoadOptions); see LoadModel().
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path,
+                                             std::optional<int64_t> expand_memory);
 
 }  // namespace strata

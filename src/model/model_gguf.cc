@@ -15,8 +15,7 @@ using Shape = std::vector<int64_t>;
 
 class GgufModelReader {
  public:
-  GgufModelReader(const GgufFile& gguf, ModelBuilder& b, bool expand)
-      : gguf_(gguf), b_(b), expand_(expand) {}
+  GgufModelReader(const GgufFile& gguf, ModelBuilder& b) : gguf_(gguf), b_(b) {}
 
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
@@ -194,8 +193,9 @@ class GgufModelReader {
     return Status::Ok();
   }
 
-  // Makes `out` an F32 view of tensor `name` with outermost-first `shape`. A positive
-  // `unpermute_heads` undoes llama.cpp's q/k row permutation for that many heads.
+  // Makes `out` an F32 view of tensor `name` with outermost-first `shape`: the file's bytes when
+  // they are F32 in place, else a deferred view (ModelBuilder::Defer) that a positive
+  // `unpermute_heads` un-permutes (llama.cpp's q/k row permutation) when it is expanded.
   Status Expand(const std::string& name, const Shape& shape, int unpermute_heads, TensorView* out) {
     const GgufTensorInfo* info = gguf_.FindTensor(name);
     if (info == nullptr) {
@@ -214,32 +214,27 @@ class GgufModelReader {
       *out = b_.Aligned(raw);
       return Status::Ok();
     }
-    if (!expand_) {
-      *out = b_.Defer(raw, info->type, unpermute_heads);
-      return Status::Ok();
-    }
-    float* dst = b_.NewBuffer(static_cast<size_t>(info->numel));
-    STRATA_RETURN_IF_ERROR(ExpandGgufTensor(info->type, data, shape, unpermute_heads, dst));
-    *out = TensorView{DType::kF32, shape, dst};
+    *out = b_.Defer(raw, info->type, unpermute_heads);
     return Status::Ok();
   }
 
   const GgufFile& gguf_;
   ModelBuilder& b_;
-  const bool expand_;           // false: LoadOptions::expand_gguf
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path, bool expand) {
+Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path,
+                                             std::optional<int64_t> expand_memory) {
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
   STRATA_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(*file));
   ModelBuilder b(path);
-  GgufModelReader reader(gguf, b, expand);
+  GgufModelReader reader(gguf, b);
   STRATA_RETURN_IF_ERROR(reader.ReadConfig());
   STRATA_RETURN_IF_ERROR(reader.ReadTokenizer());
   STRATA_RETURN_IF_ERROR(reader.ReadWeights());
+  if (expand_memory) STRATA_RETURN_IF_ERROR(b.ExpandDeferred(*expand_memory));
   b.AddFile(std::move(file));
   return b.Finish();
 }

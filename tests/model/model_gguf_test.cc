@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "src/model/model.h"
 #include "tests/model/model_files.h"
@@ -289,6 +290,29 @@ TEST(GgufModelTest, DeferredTensorsExpandOnRequestToTheLoadedValues) {
   }
   // The embedding and lm_head, and per layer q, k (permuted), v, output, gate and down.
   EXPECT_EQ(expanded, 2 + kLayers * 6);
+}
+
+TEST(GgufModelTest, ExpandingMoreThanTheMemoryAllowsIsRefusedWithWhatToDo) {
+  std::map<std::string, std::vector<float>> e;
+  LoadOptions options;
+  options.expand_gguf = false;
+  auto deferred = LoadTiny({}, &e, options);
+  ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
+  std::set<const void*> seen;
+  int64_t needed = 0;
+  for (const auto& [name, v] : Views((*deferred)->weights())) {
+    if ((*deferred)->IsDeferred(*v) && seen.insert(v->data).second) needed += v->bytes();
+  }
+  options = {};
+  options.expand_memory_bytes = needed;
+  auto fits = LoadTiny({}, &e, options);
+  EXPECT_TRUE(fits.ok()) << fits.status().ToString();
+  options.expand_memory_bytes = needed - 1;
+  auto refused = LoadTiny({}, &e, options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("strata convert --model"), std::string::npos)
+      << refused.status().ToString();
 }
 
 TEST(GgufModelTest, UntiedOutput) {

@@ -328,17 +328,6 @@ int64_t LastLevelCacheBytes() {
   return bytes;
 }
 
-int64_t AvailableHostBytes() {
-  std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  int64_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
-  }
-  return int64_t{sysconf(_SC_AVPHYS_PAGES)} * sysconf(_SC_PAGE_SIZE);
-}
-
 Result<int64_t> FreeDiskBytes(const std::string& dir) {
   struct statvfs fs {};
   if (statvfs(dir.c_str(), &fs) != 0) {

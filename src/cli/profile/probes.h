@@ -56,8 +56,7 @@ Result<DiskRates> MeasureDisk(const std::string& dir, int64_t max_bytes);
 // emulated device's cache for weights; 0 when sysfs does not say.
 int64_t LastLevelCacheBytes();
 
-// Capacities: available host memory (MemAvailable), free bytes in `dir` (statvfs).
-int64_t AvailableHostBytes();
+// Free bytes in `dir` (statvfs): the disk tier's capacity. (Host memory: src/core/host_memory.h.)
 Result<int64_t> FreeDiskBytes(const std::string& dir);
 
 }  // namespace strata::profile
