@@ -177,6 +177,36 @@ void BlockQ6_K(const uint8_t* b, float* y) {
   }
 }
 
+// The 16 values of IQ4_NL and IQ4_XS codes (ggml's kvalues_iq4nl): a non-linear 4-bit grid.
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                   1,    13,   25,  38,  53,  69,  89,  113};
+
+// 32 elements at `q` (16 bytes: low nibbles first, then high) on the IQ4 grid, scaled by d.
+void Iq4Elements(const uint8_t* q, float d, float* y) {
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIq4Values[q[j] & 0x0F]);
+    y[j + 16] = d * static_cast<float>(kIq4Values[q[j] >> 4]);
+  }
+}
+
+// IQ4_NL: fp16 d and 16 bytes of IQ4 codes.
+void BlockIq4Nl(const uint8_t* b, float* y) { Iq4Elements(b + 2, LoadHalf(b), y); }
+
+// IQ4_XS: fp16 d, then 8 sub-blocks of 32 elements with signed 6-bit scales (low nibbles in
+// 4 bytes of scales_l, two high bits each in the 16-bit scales_h), then 128 bytes of IQ4 codes.
+void BlockIq4Xs(const uint8_t* b, float* y) {
+  const float d = LoadHalf(b);
+  uint16_t scales_h;
+  std::memcpy(&scales_h, b + 2, 2);
+  const uint8_t* scales_l = b + 4;
+  const uint8_t* q = b + 8;
+  for (int ib = 0; ib < 8; ++ib) {
+    const int low = (scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0F;
+    const int high = (scales_h >> (2 * ib)) & 3;
+    Iq4Elements(q + 16 * ib, d * static_cast<float>((low | high << 4) - 32), y + 32 * ib);
+  }
+}
+
 template <void (*kBlockFn)(const uint8_t*, float*), int64_t kBlockElements, int64_t kBlockBytes>
 void ExpandBlocks(const uint8_t* src, int64_t n, float* dst) {
   const int64_t blocks = n / kBlockElements;
@@ -222,13 +252,16 @@ bool GgufCanDequantize(uint32_t type) {
     case GgmlType::kQ4_K:
     case GgmlType::kQ5_K:
     case GgmlType::kQ6_K:
+    case GgmlType::kIQ4_NL:
+    case GgmlType::kIQ4_XS:
       return true;
   }
   return false;
 }
 
 const char* GgufDequantizableTypes() {
-  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K and Q6_K";
+  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and "
+         "IQ4_XS";
 }
 
 Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
@@ -271,6 +304,12 @@ Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) 
       return Status::Ok();
     case GgmlType::kQ6_K:
       ExpandBlocks<BlockQ6_K, kBlockK, 210>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kIQ4_NL:
+      ExpandBlocks<BlockIq4Nl, kBlock, 18>(src, n, dst);
+      return Status::Ok();
+    case GgmlType::kIQ4_XS:
+      ExpandBlocks<BlockIq4Xs, kBlockK, 136>(src, n, dst);
       return Status::Ok();
   }
   return Status::Unsupported("ggml type " + GgmlTypeName(type) +

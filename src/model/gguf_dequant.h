@@ -11,6 +11,9 @@
 //   Q4_K: fp16 d and dmin, 8 x (6-bit scale, 6-bit min) in 12 bytes, 4-bit values
 //   Q5_K: as Q4_K plus a fifth bit per value
 //   Q6_K: 6-bit values (4 low bits, 2 high bits), 16 int8 scales, fp16 d; x = d*sc * (q - 32)
+// and the two 4-bit types on a non-linear grid of 16 values v[q] (ggml's kvalues_iq4nl):
+//   IQ4_NL: fp16 d, 16 bytes (32 elements, nibbles as Q4_0); x = d * v[q]
+//   IQ4_XS: 256 elements: fp16 d, 8 signed 6-bit sub-block scales, 128 bytes; x = d*sc * v[q]
 #pragma once
 
 #include <cstdint>
@@ -20,9 +23,8 @@
 
 namespace strata {
 
-// True when DequantizeGguf() handles ggml type `type` (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1,
-// Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; not Q8_K, which ggml keeps for intermediate products, nor
-// the IQ and TQ types).
+// True when DequantizeGguf() handles ggml type `type` (GgufDequantizableTypes(); not Q8_K,
+// which ggml keeps for intermediate products, nor the other IQ types and the TQ types).
 bool GgufCanDequantize(uint32_t type);
 // Those types' names, for messages: "F32, F16, BF16, Q4_0, ..., Q6_K".
 const char* GgufDequantizableTypes();

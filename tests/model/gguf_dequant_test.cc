@@ -150,8 +150,8 @@ TEST(GgufDequantTest, BlocksMatchGgufPy) {
     }
     EXPECT_EQ(mismatches, 0) << f.name;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"Q2_K", "Q3_K", "Q4_K", "Q5_0", "Q5_1", "Q5_K", "Q6_K"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"IQ4_NL", "IQ4_XS", "Q2_K", "Q3_K", "Q4_K", "Q5_0",
+                                             "Q5_1", "Q5_K", "Q6_K"}));
 }
 
 TEST(GgufDequantTest, LargeKQuantTensorUsesEveryBlock) {

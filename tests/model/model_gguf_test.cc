@@ -84,7 +84,7 @@ struct TinyGguf {
   std::string arch = "llama";
   bool tied = true;
   std::string skip;         // a tensor left out
-  std::string unsupported_tensor;  // a tensor stored as IQ4_NL (not expandable)
+  std::string unsupported_tensor;  // a tensor stored as MXFP4 (not expandable)
   std::string extra;        // an extra F32 tensor of 64 elements
   bool block_count = true;  // write llama.block_count
 };
@@ -130,14 +130,14 @@ std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<f
                                        : Pattern(n, ++seed);
     (*expected)[name] = v;
     if (heads > 0) v = LlamaCppPermute(v, heads, cols);
-    if (name == o.unsupported_tensor) type = 20;
+    if (name == o.unsupported_tensor) type = 39;
     const std::string bytes = type == 0    ? F32Bytes(v)
                               : type == 1  ? F16Bytes(v)
                               : type == 2  ? PackQ4_0(v)
                               : type == 3  ? PackQ4_1(v)
                               : type == 8  ? PackQ8_0(v)
                               : type == 30 ? Bf16Bytes(v)
-                                           : std::string(n / 32 * 18, '\0');
+                                           : std::string(n / 32 * 17, '\0');
     std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
     if (rows > 1) ne.push_back(static_cast<uint64_t>(rows));
     w.AddTensor(name, ne, type, bytes);
@@ -342,7 +342,7 @@ TEST(GgufModelTest, Refusals) {
   expect(o, StatusCode::kNotFound, "'blk.1.ffn_up.weight'");
   o = {};
   o.unsupported_tensor = "blk.0.ffn_up.weight";
-  expect(o, StatusCode::kUnsupported, "'blk.0.ffn_up.weight' has type IQ4_NL");
+  expect(o, StatusCode::kUnsupported, "'blk.0.ffn_up.weight' has type MXFP4");
   o = {};
   o.extra = "rope_freqs.weight";
   expect(o, StatusCode::kUnsupported, "rope_freqs");

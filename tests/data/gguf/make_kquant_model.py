@@ -1,15 +1,16 @@
-"""Re-quantizes a GGUF model's matrices to ggml's K-quant and Q5 types, to check that strata
-loads and runs such files (docs/PERFORMANCE.md, "K-quant GGUF files").
+"""Re-quantizes a GGUF model's matrices to ggml's K-quant, Q5 and IQ4 types, to check that
+strata loads and runs such files (docs/PERFORMANCE.md, "K-quant and Q5 GGUF files").
 
   python tests/data/gguf/make_kquant_model.py IN.gguf OUT.gguf [TYPE]
 
 Needs gguf (gguf-py) and numpy. gguf-py dequantizes every type but quantizes none of the
-K-quants, so this script packs them itself with a plain min/max quantizer (not llama.cpp's
+K-quants or IQ4 types, so this script packs them itself with a plain quantizer (not llama.cpp's
 error-minimising search: the file is somewhat less accurate than a llama.cpp Q4_K_M file of the
 same model). Each packing is checked against gguf-py's dequantization before it is written.
 Matrices whose rows are a multiple of 256 cycle through Q2_K, Q3_K, Q4_K, Q5_K and Q6_K by
-layer (or all become TYPE, one of those, or keep their type with TYPE "keep"); the others become Q5_0, or Q5_1 for attn_v (llama.cpp's fallbacks for rows K-quants
-cannot hold); norms and the embedding keep their types.
+layer, or all become TYPE (one of those), or keep their type (TYPE "keep"); the others become
+Q5_0, or Q5_1 for attn_v (llama.cpp's fallbacks for rows K-quants cannot hold). With TYPE "IQ4"
+they become IQ4_XS and IQ4_NL instead. Norms and the embedding keep their types.
 """
 import sys
 
@@ -129,23 +130,66 @@ def quantize_q6_k(x):
     return np.concatenate([ql, qh, sc.astype(np.int8).view(np.uint8), f16_bytes(d).reshape(n, 2)], axis=1)
 
 
+IQ4_VALUES = np.array([-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113],
+                      dtype=np.float32)
+
+
+def iq4_codes(x, d):
+    """Nearest IQ4 grid value of x / d per element; x [..., n], d broadcastable to it."""
+    ratio = np.divide(x, d, out=np.zeros_like(x), where=d != 0)
+    return np.abs(ratio[..., None] - IQ4_VALUES).argmin(axis=-1).astype(np.uint8)
+
+
+def pack_iq4_nibbles(q):
+    """q [n, k, 32] codes -> [n, k * 16] bytes: element j in the low nibble, j + 16 in the high."""
+    return (q[..., :16] | (q[..., 16:] << 4)).reshape(q.shape[0], -1)
+
+
+def quantize_iq4_nl(x):
+    n = x.shape[0]
+    xs = x.reshape(n, 32)
+    d = (np.abs(xs).max(axis=1) / 127).astype(np.float16)
+    q = iq4_codes(xs, d.astype(np.float32)[:, None])
+    return np.concatenate([f16_bytes(d).reshape(n, 2), pack_iq4_nibbles(q[:, None, :])], axis=1)
+
+
+def quantize_iq4_xs(x):
+    n = x.shape[0]
+    xs = x.reshape(n, 8, 32)
+    scale = np.abs(xs).max(axis=2) / 127
+    d = (scale.max(axis=1) / 31).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    sc = np.clip(np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0)), -32, 31)
+    q = iq4_codes(xs, (df * sc)[:, :, None])
+    s = (sc + 32).astype(np.uint8)
+    scales_l = (s[:, 0::2] & 0x0F) | ((s[:, 1::2] & 0x0F) << 4)
+    scales_h = np.zeros(n, dtype=np.uint16)
+    for ib in range(8):
+        scales_h |= ((s[:, ib] >> 4) & 3).astype(np.uint16) << (2 * ib)
+    return np.concatenate([f16_bytes(d).reshape(n, 2), scales_h.reshape(n, 1).view(np.uint8),
+                           scales_l, pack_iq4_nibbles(q)], axis=1)
+
+
 PACKERS = {
     T.Q2_K: quantize_q2_k,
     T.Q3_K: quantize_q3_k,
     T.Q4_K: lambda x: quantize_q45_k(x, False),
     T.Q5_K: lambda x: quantize_q45_k(x, True),
     T.Q6_K: quantize_q6_k,
+    T.IQ4_NL: quantize_iq4_nl,
+    T.IQ4_XS: quantize_iq4_xs,
 }
 # Worst acceptable relative RMS error of a packing against the values it packs.
 MAX_ERROR = {T.Q2_K: 0.6, T.Q3_K: 0.35, T.Q4_K: 0.15, T.Q5_K: 0.08, T.Q6_K: 0.05,
-             T.Q5_0: 0.08, T.Q5_1: 0.08}
+             T.Q5_0: 0.08, T.Q5_1: 0.08, T.IQ4_NL: 0.15, T.IQ4_XS: 0.15}
 
 
 def requantize(values, qtype):
     """values: float32 [rows, cols]. Returns ggml blocks as uint8 [rows, bytes per row]."""
     rows, cols = values.shape
     if qtype in PACKERS:
-        blocks = PACKERS[qtype](values.reshape(-1, 256).astype(np.float32))
+        block = 32 if qtype == T.IQ4_NL else 256
+        blocks = PACKERS[qtype](values.reshape(-1, block).astype(np.float32))
         data = blocks.reshape(rows, -1)
     else:
         data = quantize(values, qtype)
@@ -158,7 +202,7 @@ def requantize(values, qtype):
 def main():
     src, dst = sys.argv[1], sys.argv[2]
     choice = sys.argv[3] if len(sys.argv) > 3 else "cycle"
-    cycle = K_CYCLE if choice in ("cycle", "keep") else [T[choice]]
+    cycle = K_CYCLE if choice in ("cycle", "keep") else [T.IQ4_XS] if choice == "IQ4" else [T[choice]]
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     writer = gguf.GGUFWriter(dst, arch)
@@ -182,6 +226,8 @@ def main():
                     writer.add_tensor(t.name, data, raw_dtype=qtype)
                     continue
                 qtype = cycle[layer % len(cycle)]
+            elif choice == "IQ4":
+                qtype = T.IQ4_NL
             else:
                 qtype = T.Q5_1 if "attn_v" in t.name else T.Q5_0
             data, err = requantize(values, qtype)
