@@ -6,6 +6,7 @@
 #include "src/io/mapped_file.h"
 #include "src/model/gguf.h"
 #include "src/model/gguf_dequant.h"
+#include "src/model/gguf_shards.h"
 #include "src/model/model_builder.h"
 
 namespace strata {
@@ -15,7 +16,7 @@ using Shape = std::vector<int64_t>;
 
 class GgufModelReader {
  public:
-  GgufModelReader(const GgufFile& gguf, ModelBuilder& b) : gguf_(gguf), b_(b) {}
+  GgufModelReader(const GgufShards& gguf, ModelBuilder& b) : gguf_(gguf), b_(b) {}
 
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
@@ -130,9 +131,9 @@ class GgufModelReader {
     }
     // As llama.cpp does, refuse tensors the forward would ignore (biases, extra norms): running
     // without them would silently compute something else.
-    for (const GgufTensorInfo& info : gguf_.tensors()) {
-      if (used_.count(info.name) == 0) {
-        return Status::Unsupported(gguf_.path() + ": tensor '" + info.name +
+    for (const GgufTensorInfo* info : gguf_.tensors()) {
+      if (used_.count(info->name) == 0) {
+        return Status::Unsupported(gguf_.path() + ": tensor '" + info->name +
                                    "' is not part of the llama layout strata runs");
       }
     }
@@ -218,7 +219,7 @@ class GgufModelReader {
     return Status::Ok();
   }
 
-  const GgufFile& gguf_;
+  const GgufShards& gguf_;
   ModelBuilder& b_;
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
@@ -227,15 +228,14 @@ class GgufModelReader {
 
 Result<std::unique_ptr<Model>> LoadGgufModel(const std::string& path,
                                              std::optional<int64_t> expand_memory) {
-  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::Open(path));
-  STRATA_ASSIGN_OR_RETURN(GgufFile gguf, GgufFile::Parse(*file));
+  STRATA_ASSIGN_OR_RETURN(GgufShards gguf, GgufShards::Open(path));
   ModelBuilder b(path);
   GgufModelReader reader(gguf, b);
   STRATA_RETURN_IF_ERROR(reader.ReadConfig());
   STRATA_RETURN_IF_ERROR(reader.ReadTokenizer());
   STRATA_RETURN_IF_ERROR(reader.ReadWeights());
   if (expand_memory) STRATA_RETURN_IF_ERROR(b.ExpandDeferred(*expand_memory));
-  b.AddFile(std::move(file));
+  for (std::unique_ptr<MappedFile>& file : gguf.TakeFiles()) b.AddFile(std::move(file));
   return b.Finish();
 }
 

@@ -89,9 +89,13 @@ struct TinyGguf {
   bool block_count = true;  // write llama.block_count
 };
 
-// Writes a 2-layer llama GGUF; `expected` receives each tensor's values in Hugging Face layout.
-std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<float>>* expected) {
-  GgufWriter w;
+// Writes a 2-layer llama GGUF as `shards` files the way gguf-split does (the metadata in the
+// first, tensor i in shard i % shards, split.* keys); `expected` receives each tensor's values in
+// Hugging Face layout.
+std::vector<std::string> BuildTinyGgufShards(const TinyGguf& o, int shards,
+                                             std::map<std::string, std::vector<float>>* expected) {
+  std::vector<GgufWriter> writers(static_cast<size_t>(shards));
+  GgufWriter& w = writers[0];
   w.AddString("general.architecture", o.arch);
   if (o.block_count) w.AddU32("llama.block_count", kLayers);
   w.AddU32("llama.context_length", 128);
@@ -119,7 +123,7 @@ std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<f
   w.AddBool("tokenizer.ggml.add_bos_token", true);
   w.AddString("tokenizer.chat_template", "{{ messages }}");
 
-  int seed = 0;
+  int seed = 0, tensors = 0;
   // Adds tensor `name` of HF shape [rows, cols] stored as `type`; `heads` > 0 permutes rows.
   auto add = [&](const std::string& name, int64_t rows, int64_t cols, uint32_t type,
                  int64_t heads) {
@@ -140,7 +144,7 @@ std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<f
                                            : std::string(n / 32 * 17, '\0');
     std::vector<uint64_t> ne = {static_cast<uint64_t>(cols)};
     if (rows > 1) ne.push_back(static_cast<uint64_t>(rows));
-    w.AddTensor(name, ne, type, bytes);
+    writers[static_cast<size_t>(tensors++ % shards)].AddTensor(name, ne, type, bytes);
   };
   add("token_embd.weight", kVocab, kHidden, 8, 0);
   for (int i = 0; i < kLayers; ++i) {
@@ -158,7 +162,25 @@ std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<f
   add("output_norm.weight", 1, kHidden, 0, 0);
   if (!o.tied) add("output.weight", kVocab, kHidden, 0, 0);
   if (!o.extra.empty()) add(o.extra, 1, 64, 0, 0);
-  return w.Build();
+  std::vector<std::string> files;
+  for (int k = 0; k < shards; ++k) {
+    GgufWriter& shard = writers[static_cast<size_t>(k)];
+    if (shards > 1) {
+      std::string no, count, total;
+      Append<uint16_t>(&no, static_cast<uint16_t>(k));
+      Append<uint16_t>(&count, static_cast<uint16_t>(shards));
+      Append<int32_t>(&total, tensors);
+      shard.AddKv("split.no", 2, no);
+      shard.AddKv("split.count", 2, count);
+      if (k == 0) shard.AddKv("split.tensors.count", 5, total);
+    }
+    files.push_back(shard.Build());
+  }
+  return files;
+}
+
+std::string BuildTinyGguf(const TinyGguf& o, std::map<std::string, std::vector<float>>* expected) {
+  return BuildTinyGgufShards(o, 1, expected)[0];
 }
 
 // Writes the file described by `o` and loads it.
@@ -313,6 +335,50 @@ TEST(GgufModelTest, ExpandingMoreThanTheMemoryAllowsIsRefusedWithWhatToDo) {
   EXPECT_EQ(refused.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(refused.status().message().find("strata convert --model"), std::string::npos)
       << refused.status().ToString();
+}
+
+TEST(GgufModelTest, SplitModelLoadsFromItsFirstShard) {
+  std::map<std::string, std::vector<float>> e;
+  auto whole = LoadTiny({}, &e);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const std::vector<std::string> shards = BuildTinyGgufShards({}, 3, &e);
+  const auto dir = FreshDir();
+  const auto name = [&](int no) {
+    return (dir / ("tiny-0000" + std::to_string(no) + "-of-00003.gguf")).string();
+  };
+  for (int k = 0; k < 3; ++k) WriteFile(name(k + 1), shards[static_cast<size_t>(k)]);
+  auto split = LoadModel(name(1));
+  ASSERT_TRUE(split.ok()) << split.status().ToString();
+  EXPECT_EQ((*split)->weight_bytes(), (*whole)->weight_bytes());
+  const auto a = Views((*whole)->weights()), b = Views((*split)->weights());
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    const TensorView& v = *a[i].second;
+    ExpectValues(*b[i].second,
+                 std::vector<float>(static_cast<const float*>(v.data),
+                                    static_cast<const float*>(v.data) + v.numel()),
+                 a[i].first.c_str());
+  }
+
+  auto second = LoadModel(name(2));  // not the first shard: says which one to pass
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(second.status().message().find(name(1)), std::string::npos)
+      << second.status().ToString();
+
+  std::filesystem::remove(name(3));  // a shard missing: named
+  auto missing = LoadModel(name(1));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find(name(3)), std::string::npos)
+      << missing.status().ToString();
+
+  const auto renamed = (dir / "renamed.gguf").string();  // the first shard under another name
+  std::filesystem::rename(name(1), renamed);
+  auto lost = LoadModel(renamed);
+  ASSERT_FALSE(lost.ok());
+  EXPECT_NE(lost.status().message().find("-00001-of-00003.gguf"), std::string::npos)
+      << lost.status().ToString();
 }
 
 TEST(GgufModelTest, UntiedOutput) {
