@@ -26,6 +26,8 @@ void RopeInverseFrequencies(const RopeParams& p, float* inv_freq) {
         inv_freq[i] = (1.0f - smooth) * inv_freq[i] / p.factor + smooth * inv_freq[i];
       }
     }
+  } else if (p.scaling == RopeScalingKind::kFactors) {
+    for (int i = 0; i < half; ++i) inv_freq[i] /= p.freq_factors[i];
   }
 }
 

@@ -6,7 +6,7 @@
 
 namespace strata::kernels::cpu {
 
-enum class RopeScalingKind { kNone, kLinear, kLlama3 };
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors };
 
 struct RopeParams {
   int head_dim = 0;
@@ -16,6 +16,7 @@ struct RopeParams {
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_positions = 8192;
+  const float* freq_factors = nullptr;  // kFactors: inv_freq[i] is divided by freq_factors[i]
 };
 
 // Fills inv_freq[head_dim / 2] with the (scaled) inverse frequencies, computed in fp32 the way

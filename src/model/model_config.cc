@@ -1,5 +1,6 @@
 #include "src/model/model_config.h"
 
+#include <cmath>
 #include <string>
 
 namespace strata {
@@ -56,6 +57,15 @@ Status ModelConfig::Validate() const {
        !(rope_scaling.low_freq_factor > 0.0f) ||
        rope_scaling.original_max_position_embeddings <= 0)) {
     return bad("llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor");
+  }
+  if (rope_scaling.kind == RopeScalingKind::kFactors) {
+    if (rope_scaling.freq_factors.size() != static_cast<size_t>(head_dim / 2)) {
+      return bad("rope frequency factors: " + std::to_string(rope_scaling.freq_factors.size()) +
+                 " values for head_dim " + std::to_string(head_dim) + " (head_dim / 2 expected)");
+    }
+    for (float f : rope_scaling.freq_factors) {
+      if (!(f > 0.0f) || !std::isfinite(f)) return bad("rope frequency factors must be positive");
+    }
   }
   for (int id : {bos_token_id, eos_token_id, pad_token_id}) {
     if (id < -1 || id >= vocab_size) {

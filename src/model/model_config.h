@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "src/core/status.h"
 
@@ -16,13 +17,16 @@ enum class Activation { kRelu, kGelu, kSilu };
 // RoPE frequency scaling (Hugging Face `rope_scaling`). kNone leaves the inverse frequencies as
 // theta^(-2i/d); kLinear divides them by `factor`; kLlama3 applies Llama 3.1's smooth wavelength
 // ramp with factor, low_freq_factor, high_freq_factor and original_max_position_embeddings.
-enum class RopeScalingKind { kNone, kLinear, kLlama3 };
+// kFactors: per-dimension divisors of the inverse frequencies, as GGUF files of Llama 3.1 and
+// later carry their llama3 scaling (the tensor rope_freqs.weight: llama.cpp's freq_factors).
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors };
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::kNone;
   float factor = 1.0f;
   float low_freq_factor = 1.0f;
   float high_freq_factor = 4.0f;
   int original_max_position_embeddings = 8192;
+  std::vector<float> freq_factors;  // kFactors: head_dim / 2 positive divisors
 };
 
 struct ModelConfig {

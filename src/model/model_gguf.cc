@@ -1,5 +1,6 @@
 // LoadGgufModel: a GGUF file of architecture llama to a Model with every tensor in F32.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <set>
 
@@ -24,12 +25,6 @@ class GgufModelReader {
     if (*arch != "llama") {
       return Status::Unsupported(gguf_.path() + ": GGUF architecture '" + *arch +
                                  "' is not supported (strata reads llama)");
-    }
-    if (gguf_.FindTensor("rope_freqs.weight") != nullptr) {
-      return Status::Unsupported(gguf_.path() +
-                                 ": per-dimension RoPE frequencies "
-                                 "(rope_freqs.weight, Llama 3.1 scaling) are not supported in "
-                                 "GGUF; load the Hugging Face directory instead");
     }
     ModelConfig& c = b_.config();
     c.arch = Architecture::kLlama;
@@ -59,7 +54,7 @@ class GgufModelReader {
     c.gated_mlp = true;
     c.use_rope = true;
     c.rope_theta = static_cast<float>(Float("llama.rope.freq_base", 10000.0));
-    STRATA_RETURN_IF_ERROR(ReadRopeScaling(&c.rope_scaling));
+    STRATA_RETURN_IF_ERROR(ReadRopeScaling(c.head_dim, &c.rope_scaling));
     c.tie_word_embeddings = gguf_.FindTensor("output.weight") == nullptr;
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.bos_token_id", -1, &c.bos_token_id));
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.eos_token_id", -1, &c.eos_token_id));
@@ -180,14 +175,33 @@ class GgufModelReader {
     return f.value_or(fallback);
   }
 
-  Status ReadRopeScaling(RopeScaling* out) const {
+  // Linear scaling from the metadata, or per-dimension frequency factors from the tensor
+  // rope_freqs.weight (Llama 3.1 and later: llama.cpp's converter turns their llama3 scaling into
+  // head_dim / 2 divisors of the inverse frequencies, F32).
+  Status ReadRopeScaling(int head_dim, RopeScaling* out) {
     const std::string* type = String("llama.rope.scaling.type");
     double factor = Float("llama.rope.scaling.factor", Float("llama.rope.scale_linear", 1.0));
     if (type != nullptr && *type != "none" && *type != "linear") {
       return Status::Unsupported(gguf_.path() + ": rope scaling type '" + *type +
                                  "' is not supported (strata implements linear)");
     }
-    if ((type != nullptr && *type == "linear") || (type == nullptr && factor != 1.0)) {
+    const bool linear =
+        (type != nullptr && *type == "linear") || (type == nullptr && factor != 1.0);
+    if (const GgufTensorInfo* freqs = gguf_.FindTensor("rope_freqs.weight")) {
+      used_.insert(freqs->name);
+      if (linear) {
+        return Status::Unsupported(gguf_.path() +
+                                   ": both linear rope scaling and rope_freqs.weight are given");
+      }
+      if (freqs->type != static_cast<uint32_t>(GgmlType::kF32) || freqs->ne.size() != 1 ||
+          freqs->ne[0] != head_dim / 2) {
+        return Corrupt("rope_freqs.weight is not " + std::to_string(head_dim / 2) +
+                       " F32 values (head_dim / 2)");
+      }
+      out->kind = RopeScalingKind::kFactors;
+      out->freq_factors.resize(static_cast<size_t>(head_dim / 2));
+      std::memcpy(out->freq_factors.data(), gguf_.TensorData(*freqs), freqs->bytes);
+    } else if (linear) {
       out->kind = RopeScalingKind::kLinear;
       out->factor = static_cast<float>(factor);
     }

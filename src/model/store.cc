@@ -25,7 +25,8 @@ const NameTable<Activation> kActivationNames = {
     {Activation::kRelu, "relu"}, {Activation::kGelu, "gelu"}, {Activation::kSilu, "silu"}};
 const NameTable<RopeScalingKind> kRopeNames = {{RopeScalingKind::kNone, "none"},
                                                {RopeScalingKind::kLinear, "linear"},
-                                               {RopeScalingKind::kLlama3, "llama3"}};
+                                               {RopeScalingKind::kLlama3, "llama3"},
+                                               {RopeScalingKind::kFactors, "factors"}};
 
 template <typename E>
 const char* NameOf(NameTable<E> table, E e) {
@@ -176,6 +177,9 @@ json ModelConfigToJson(const ModelConfig& c) {
       {"kind", NameOf(kRopeNames, c.rope_scaling.kind)},
       {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
   for (const auto& [key, field] : kRopeFloatFields) rope[key] = c.rope_scaling.*field;
+  if (c.rope_scaling.kind == RopeScalingKind::kFactors) {
+    rope["freq_factors"] = c.rope_scaling.freq_factors;
+  }
   j["rope_scaling"] = rope;
   return j;
 }
@@ -201,6 +205,14 @@ Result<ModelConfig> ModelConfigFromJson(const json& j) {
                                  &c.rope_scaling.original_max_position_embeddings));
   for (const auto& [key, field] : kRopeFloatFields) {
     STRATA_RETURN_IF_ERROR(ReadFloat(*rope, key, &(c.rope_scaling.*field)));
+  }
+  if (c.rope_scaling.kind == RopeScalingKind::kFactors) {
+    const auto factors = rope->find("freq_factors");
+    if (factors == rope->end() || !factors->is_array()) return Missing("rope_scaling.freq_factors");
+    for (const json& f : *factors) {
+      if (!f.is_number()) return Missing("rope_scaling.freq_factors");
+      c.rope_scaling.freq_factors.push_back(f.get<float>());
+    }
   }
   if (Status s = c.Validate(); !s.ok()) return Status::Corrupt(s.message());
   return c;

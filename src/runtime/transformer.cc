@@ -21,6 +21,10 @@ kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
     case RopeScalingKind::kNone: p.scaling = kernels::cpu::RopeScalingKind::kNone; break;
     case RopeScalingKind::kLinear: p.scaling = kernels::cpu::RopeScalingKind::kLinear; break;
     case RopeScalingKind::kLlama3: p.scaling = kernels::cpu::RopeScalingKind::kLlama3; break;
+    case RopeScalingKind::kFactors:
+      p.scaling = kernels::cpu::RopeScalingKind::kFactors;
+      p.freq_factors = c.rope_scaling.freq_factors.data();
+      break;
   }
   return p;
 }

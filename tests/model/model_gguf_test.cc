@@ -86,6 +86,7 @@ struct TinyGguf {
   std::string skip;         // a tensor left out
   std::string unsupported_tensor;  // a tensor stored as MXFP4 (not expandable)
   std::string extra;        // an extra F32 tensor of 64 elements
+  std::vector<float> rope_freqs;  // written as rope_freqs.weight when not empty
   bool block_count = true;  // write llama.block_count
 };
 
@@ -162,6 +163,9 @@ std::vector<std::string> BuildTinyGgufShards(const TinyGguf& o, int shards,
   add("output_norm.weight", 1, kHidden, 0, 0);
   if (!o.tied) add("output.weight", kVocab, kHidden, 0, 0);
   if (!o.extra.empty()) add(o.extra, 1, 64, 0, 0);
+  if (!o.rope_freqs.empty()) {
+    writers[0].AddTensor("rope_freqs.weight", {o.rope_freqs.size()}, 0, F32Bytes(o.rope_freqs));
+  }
   std::vector<std::string> files;
   for (int k = 0; k < shards; ++k) {
     GgufWriter& shard = writers[static_cast<size_t>(k)];
@@ -381,6 +385,21 @@ TEST(GgufModelTest, SplitModelLoadsFromItsFirstShard) {
       << lost.status().ToString();
 }
 
+TEST(GgufModelTest, RopeFrequencyFactorsBecomeTheScaling) {
+  std::map<std::string, std::vector<float>> e;
+  TinyGguf o;
+  o.rope_freqs = {1.0f, 1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 8.0f, 8.0f};
+  auto m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config().rope_scaling.kind, RopeScalingKind::kFactors);
+  EXPECT_EQ((*m)->config().rope_scaling.freq_factors, o.rope_freqs);
+  o.rope_freqs[3] = 0.0f;
+  auto zero = LoadTiny(o, &e);
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("factors must be positive"), std::string::npos)
+      << zero.status().ToString();
+}
+
 TEST(GgufModelTest, UntiedOutput) {
   std::map<std::string, std::vector<float>> e;
   TinyGguf o;
@@ -410,8 +429,8 @@ TEST(GgufModelTest, Refusals) {
   o.unsupported_tensor = "blk.0.ffn_up.weight";
   expect(o, StatusCode::kUnsupported, "'blk.0.ffn_up.weight' has type MXFP4");
   o = {};
-  o.extra = "rope_freqs.weight";
-  expect(o, StatusCode::kUnsupported, "rope_freqs");
+  o.extra = "rope_freqs.weight";  // 64 values where head_dim 16 has 8 frequencies
+  expect(o, StatusCode::kCorrupt, "rope_freqs.weight is not 8 F32 values");
   o = {};
   o.extra = "blk.0.attn_q.bias";
   expect(o, StatusCode::kUnsupported, "'blk.0.attn_q.bias'");

@@ -139,6 +139,8 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
   add("blk.0.ffn_up.weight", kFfn, kHidden);
   add("blk.0.ffn_down.weight", kHidden, kFfn);
   add("output_norm.weight", 1, kHidden);
+  const std::vector<float> rope_freqs = {1.0f, 1.25f, 2.0f, 3.5f, 8.0f, 8.0f, 8.0f, 8.0f};
+  w.AddTensor("rope_freqs.weight", {rope_freqs.size()}, 0, F32Bytes(rope_freqs));
   const fs::path dir = FreshDir();
   WriteFile(dir / "tiny.gguf", w.Build());
   std::unique_ptr<Model> original = Load(dir / "tiny.gguf");
@@ -151,6 +153,8 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
   EXPECT_EQ(GgufTokenizerToJson((*loaded)->gguf_tokenizer()),
             GgufTokenizerToJson(original->gguf_tokenizer()));
   EXPECT_EQ((*loaded)->chat_template(), "{{ messages }}");
+  EXPECT_EQ((*loaded)->config().rope_scaling.kind, RopeScalingKind::kFactors);
+  EXPECT_EQ((*loaded)->config().rope_scaling.freq_factors, rope_freqs);
   Result<std::unique_ptr<Store>> s = Store::Open((dir / "store").string());
   ASSERT_TRUE(s.ok());
   EXPECT_EQ((*s)->Find("lm_head"), (*s)->Find("token_embedding")) << "a tied head is stored once";
