@@ -19,6 +19,8 @@ import gguf
 from gguf import GGMLQuantizationType as T
 from gguf.quants import dequantize, quantize
 
+from gguf_copy import copy_metadata
+
 K_CYCLE = [T.Q2_K, T.Q3_K, T.Q4_K, T.Q5_K, T.Q6_K]
 
 
@@ -55,6 +57,20 @@ def sub_block_affine(x, sub, levels, scale_bits):
     return d, dmin, sc.astype(np.uint8), m.astype(np.uint8), q.astype(np.uint8).reshape(n, 256)
 
 
+def symmetric_scales(x, sub, code_max, scale_max):
+    """x [n, 256] in sub-blocks of `sub`: the sub-blocks, fp16 d, signed sub-block scales sc
+    (-scale_max - 1 <= sc <= scale_max) with d * sc * code_max about each sub-block's largest |x|,
+    and the effective scales d * sc, shaped to divide the sub-blocks."""
+    n = x.shape[0]
+    xs = x.reshape(n, -1, sub)
+    scale = np.abs(xs).max(axis=2) / code_max
+    d = (scale.max(axis=1) / scale_max).astype(np.float16)
+    df = d.astype(np.float32)[:, None]
+    sc = np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0))
+    sc = np.clip(sc, -scale_max - 1, scale_max)
+    return xs, d, sc, (df * sc)[:, :, None]
+
+
 def quantize_q2_k(x):
     n = x.shape[0]
     d, dmin, sc, m, q = sub_block_affine(x, 16, 3, 4)
@@ -69,13 +85,7 @@ def quantize_q2_k(x):
 
 def quantize_q3_k(x):
     n = x.shape[0]
-    xs = x.reshape(n, 16, 16)
-    amax = np.abs(xs).max(axis=2)
-    scale = amax / 4  # values in [-4, 3]
-    d = (np.abs(scale).max(axis=1) / 31).astype(np.float16)
-    df = d.astype(np.float32)[:, None]
-    sc = np.clip(np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0)), -32, 31)
-    dl = (df * sc)[:, :, None]
+    xs, d, sc, dl = symmetric_scales(x, 16, 4, 31)  # values in [-4, 3]
     q = np.clip(np.round(np.divide(xs, dl, out=np.zeros_like(xs), where=dl != 0)), -4, 3)
     q = (q + 4).astype(np.uint8).reshape(n, 256)  # 0..7: bit 2 set means "no -4"
     s = (sc + 32).astype(np.uint8)
@@ -111,12 +121,7 @@ def quantize_q45_k(x, high_bits):
 
 def quantize_q6_k(x):
     n = x.shape[0]
-    xs = x.reshape(n, 16, 16)
-    scale = np.abs(xs).max(axis=2) / 32
-    d = (scale.max(axis=1) / 127).astype(np.float16)
-    df = d.astype(np.float32)[:, None]
-    sc = np.clip(np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0)), -128, 127)
-    dl = (df * sc)[:, :, None]
+    xs, d, sc, dl = symmetric_scales(x, 16, 32, 127)
     q = np.clip(np.round(np.divide(xs, dl, out=np.zeros_like(xs), where=dl != 0)), -32, 31)
     q = (q + 32).astype(np.uint8).reshape(n, 256)
     ql = np.zeros((n, 128), dtype=np.uint8)
@@ -155,12 +160,8 @@ def quantize_iq4_nl(x):
 
 def quantize_iq4_xs(x):
     n = x.shape[0]
-    xs = x.reshape(n, 8, 32)
-    scale = np.abs(xs).max(axis=2) / 127
-    d = (scale.max(axis=1) / 31).astype(np.float16)
-    df = d.astype(np.float32)[:, None]
-    sc = np.clip(np.round(np.divide(scale, df, out=np.zeros_like(scale), where=df > 0)), -32, 31)
-    q = iq4_codes(xs, (df * sc)[:, :, None])
+    xs, d, sc, dl = symmetric_scales(x, 32, 127, 31)
+    q = iq4_codes(xs, dl)
     s = (sc + 32).astype(np.uint8)
     scales_l = (s[:, 0::2] & 0x0F) | ((s[:, 1::2] & 0x0F) << 4)
     scales_h = np.zeros(n, dtype=np.uint16)
@@ -206,12 +207,7 @@ def main():
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     writer = gguf.GGUFWriter(dst, arch)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        val_type = field.types[0]
-        sub_type = field.types[-1] if val_type == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), val_type, sub_type=sub_type)
+    copy_metadata(reader, writer)
     counts, errors = {}, {}
     for t in reader.tensors:
         shape = [int(v) for v in reversed(t.shape)]  # outermost first

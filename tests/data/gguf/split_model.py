@@ -10,18 +10,15 @@ import sys
 
 import gguf
 
+from gguf_copy import copy_metadata
+
 
 def main():
     src, prefix, per_shard = sys.argv[1], sys.argv[2], int(sys.argv[3])
     reader = gguf.GGUFReader(src)
     arch = reader.fields[gguf.Keys.General.ARCHITECTURE].contents()
     writer = gguf.GGUFWriter(prefix + ".gguf", arch, split_max_tensors=per_shard)
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        val_type = field.types[0]
-        sub_type = field.types[-1] if val_type == gguf.GGUFValueType.ARRAY else None
-        writer.add_key_value(field.name, field.contents(), val_type, sub_type=sub_type)
+    copy_metadata(reader, writer)
     for t in reader.tensors:
         writer.add_tensor(t.name, t.data, raw_dtype=t.tensor_type)
     writer.write_header_to_file()
