@@ -26,7 +26,7 @@ namespace strata {
 // True when DequantizeGguf() handles ggml type `type` (GgufDequantizableTypes(); not Q8_K,
 // which ggml keeps for intermediate products, nor the other IQ types and the TQ types).
 bool GgufCanDequantize(uint32_t type);
-// Those types' names, for messages: "F32, F16, BF16, Q4_0, ..., Q6_K".
+// Those types' names, for messages: "F32, F16, BF16, Q4_0, ..., IQ4_XS".
 const char* GgufDequantizableTypes();
 
 // Expands `n` elements of ggml type `type` at `src` into `dst`; large tensors are split over

@@ -38,6 +38,10 @@ Result<GgufShards> GgufShards::Open(const std::string& path) {
     return Status::Corrupt(path + ": split.no " + std::to_string(no) + " and split.count " +
                            std::to_string(count) + " do not describe a shard");
   }
+  if (count == 1) {
+    STRATA_RETURN_IF_ERROR(s.IndexTensors());
+    return s;
+  }
   const std::string first_suffix = ShardSuffix(1, count);
   if (no != 0) {
     const std::string own = ShardSuffix(no + 1, count);
@@ -48,7 +52,7 @@ Result<GgufShards> GgufShards::Open(const std::string& path) {
                                    std::to_string(count) + " of a split GGUF model; pass the " +
                                    "first shard, " + first);
   }
-  if (count > 1 && !path.ends_with(first_suffix)) {
+  if (!path.ends_with(first_suffix)) {
     return Status::InvalidArgument(path + " is the first of " + std::to_string(count) +
                                    " shards of a split GGUF model, but its name does not end in " +
                                    first_suffix + ", so the others cannot be found; keep the " +
@@ -69,21 +73,32 @@ Result<GgufShards> GgufShards::Open(const std::string& path) {
                              std::to_string(i) + " of " + std::to_string(count));
     }
   }
-  for (size_t k = 0; k < s.shards_.size(); ++k) {
-    for (const GgufTensorInfo& info : s.shards_[k].tensors()) {
-      if (!s.by_name_.try_emplace(info.name, Located{k, &info}).second) {
-        return Status::Corrupt(s.shards_[k].path() + ": tensor '" + info.name +
+  if (const std::optional<int64_t> total = IntKey(s.shards_[0], "split.tensors.count");
+      total && *total != s.TensorCount()) {
+    return Status::Corrupt(path + ": split.tensors.count says " + std::to_string(*total) +
+                           " tensors, the shards hold " + std::to_string(s.TensorCount()));
+  }
+  STRATA_RETURN_IF_ERROR(s.IndexTensors());
+  return s;
+}
+
+int64_t GgufShards::TensorCount() const {
+  int64_t n = 0;
+  for (const GgufFile& f : shards_) n += static_cast<int64_t>(f.tensors().size());
+  return n;
+}
+
+Status GgufShards::IndexTensors() {
+  for (size_t k = 0; k < shards_.size(); ++k) {
+    for (const GgufTensorInfo& info : shards_[k].tensors()) {
+      if (!by_name_.try_emplace(info.name, Located{k, &info}).second) {
+        return Status::Corrupt(shards_[k].path() + ": tensor '" + info.name +
                                "' is also in an earlier shard");
       }
-      s.tensors_.push_back(&info);
+      tensors_.push_back(&info);
     }
   }
-  if (const std::optional<int64_t> total = IntKey(s.shards_[0], "split.tensors.count");
-      total && *total != static_cast<int64_t>(s.tensors_.size())) {
-    return Status::Corrupt(path + ": split.tensors.count says " + std::to_string(*total) +
-                           " tensors, the shards hold " + std::to_string(s.tensors_.size()));
-  }
-  return s;
+  return Status::Ok();
 }
 
 const GgufTensorInfo* GgufShards::FindTensor(std::string_view name) const {

@@ -38,6 +38,10 @@ class GgufShards {
   std::vector<std::unique_ptr<MappedFile>> TakeFiles() { return std::move(files_); }
 
  private:
+  int64_t TensorCount() const;
+  // Indexes the parsed shards' tensors by name; Corrupt for a name held twice.
+  Status IndexTensors();
+
   struct Located {
     size_t shard;
     const GgufTensorInfo* info;

@@ -1,8 +1,8 @@
 // Model: a loaded model — its config, its weights as tensor views, and what its file says about
 // its tokenizer and chat template. Loading memory-maps the files; F32/F16/BF16 tensors are views
 // into the maps, quantized GGUF tensors are expanded to F32 buffers the Model owns (or left as
-// stored until asked for: LoadOptions), and the 4-bit
-// matrices of a strata store stay as stored (DType::kQ4 views of their planes in the map).
+// stored until asked for: LoadOptions), and the 4-bit matrices of a strata store stay as stored
+// (DType::kQ4 views of their planes in the map).
 #pragma once
 
 #include <cstdint>

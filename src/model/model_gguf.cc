@@ -1,4 +1,5 @@
-// LoadGgufModel: a GGUF file of architecture llama to a Model with every tensor in F32.
+// LoadGgufModel: a GGUF file (or its shards) of architecture llama to a Model with every tensor
+// in F32, or deferred until asked for.
 #include <algorithm>
 #include <cstring>
 #include <limits>
