@@ -1,6 +1,8 @@
 #include "src/model/gguf_dequant.h"
 
 #include <cstring>
+#include <iterator>
+#include <string>
 
 #include "src/core/dtype.h"
 #include "src/model/gguf.h"
@@ -8,8 +10,7 @@
 namespace strata {
 namespace {
 
-constexpr int64_t kBlock = 32;                // elements per Q4_0/Q4_1/Q5_x/Q8_0 block
-constexpr int64_t kBlockK = 256;              // elements per K-quant super-block
+constexpr int64_t kBlock = 32;  // elements of a Q4_0/Q8_0 block: the grain of the thresholds below
 constexpr int64_t kParallelMinBlocks = 4096;  // below this, threads cost more than they save
 
 inline float LoadHalf(const uint8_t* p) {
@@ -207,18 +208,20 @@ void BlockIq4Xs(const uint8_t* b, float* y) {
   }
 }
 
-template <void (*kBlockFn)(const uint8_t*, float*), int64_t kBlockElements, int64_t kBlockBytes>
-void ExpandBlocks(const uint8_t* src, int64_t n, float* dst) {
-  const int64_t blocks = n / kBlockElements;
+// Expands `n` elements of a type whose layout is `t` (GgmlTypeInfo) from `src` into `dst`.
+using Expander = void (*)(const uint8_t* src, int64_t n, float* dst, const GgmlTypeTraits& t);
+
+// Block types: kBlockFn expands one block of t.block_size elements stored in t.type_bytes.
+template <void (*kBlockFn)(const uint8_t*, float*)>
+void ExpandBlocks(const uint8_t* src, int64_t n, float* dst, const GgmlTypeTraits& t) {
+  const int64_t elements = t.block_size, bytes = t.type_bytes, blocks = n / elements;
 #pragma omp parallel for schedule(static) if (n >= kParallelMinBlocks * kBlock)
-  for (int64_t i = 0; i < blocks; ++i) {
-    kBlockFn(src + i * kBlockBytes, dst + i * kBlockElements);
-  }
+  for (int64_t i = 0; i < blocks; ++i) kBlockFn(src + i * bytes, dst + i * elements);
 }
 
 // F16/BF16 in chunks of whole blocks of kBlock elements plus a serial tail.
 template <float (*kConvert)(uint16_t)>
-void ExpandHalves(const uint8_t* src, int64_t n, float* dst) {
+void ExpandHalves(const uint8_t* src, int64_t n, float* dst, const GgmlTypeTraits&) {
   const int64_t blocks = n / kBlock;
 #pragma omp parallel for schedule(static) if (blocks >= kParallelMinBlocks)
   for (int64_t i = 0; i < blocks; ++i) {
@@ -235,86 +238,63 @@ void ExpandHalves(const uint8_t* src, int64_t n, float* dst) {
   }
 }
 
-}  // namespace
-
-bool GgufCanDequantize(uint32_t type) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32:
-    case GgmlType::kF16:
-    case GgmlType::kBF16:
-    case GgmlType::kQ4_0:
-    case GgmlType::kQ4_1:
-    case GgmlType::kQ5_0:
-    case GgmlType::kQ5_1:
-    case GgmlType::kQ8_0:
-    case GgmlType::kQ2_K:
-    case GgmlType::kQ3_K:
-    case GgmlType::kQ4_K:
-    case GgmlType::kQ5_K:
-    case GgmlType::kQ6_K:
-    case GgmlType::kIQ4_NL:
-    case GgmlType::kIQ4_XS:
-      return true;
-  }
-  return false;
+void CopyF32(const uint8_t* src, int64_t n, float* dst, const GgmlTypeTraits&) {
+  std::memcpy(dst, src, static_cast<size_t>(n) * 4);
 }
 
-const char* GgufDequantizableTypes() {
-  return "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL and "
-         "IQ4_XS";
+// The types strata expands, each with its expander; the only list of them.
+struct Expandable {
+  GgmlType type;
+  Expander expand;
+};
+constexpr Expandable kExpandable[] = {
+    {GgmlType::kF32, CopyF32},
+    {GgmlType::kF16, ExpandHalves<HalfToFloat>},
+    {GgmlType::kBF16, ExpandHalves<Bf16ToFloat>},
+    {GgmlType::kQ4_0, ExpandBlocks<BlockQ4_0>},
+    {GgmlType::kQ4_1, ExpandBlocks<BlockQ4_1>},
+    {GgmlType::kQ5_0, ExpandBlocks<BlockQ5<false>>},
+    {GgmlType::kQ5_1, ExpandBlocks<BlockQ5<true>>},
+    {GgmlType::kQ8_0, ExpandBlocks<BlockQ8_0>},
+    {GgmlType::kQ2_K, ExpandBlocks<BlockQ2_K>},
+    {GgmlType::kQ3_K, ExpandBlocks<BlockQ3_K>},
+    {GgmlType::kQ4_K, ExpandBlocks<BlockQ45_K<false>>},
+    {GgmlType::kQ5_K, ExpandBlocks<BlockQ45_K<true>>},
+    {GgmlType::kQ6_K, ExpandBlocks<BlockQ6_K>},
+    {GgmlType::kIQ4_NL, ExpandBlocks<BlockIq4Nl>},
+    {GgmlType::kIQ4_XS, ExpandBlocks<BlockIq4Xs>},
+};
+
+const Expandable* FindExpandable(uint32_t type) {
+  for (const Expandable& e : kExpandable) {
+    if (static_cast<uint32_t>(e.type) == type) return &e;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+bool GgufCanDequantize(uint32_t type) { return FindExpandable(type) != nullptr; }
+
+std::string GgufDequantizableTypes() {
+  std::string names;
+  const size_t count = std::size(kExpandable);
+  for (size_t i = 0; i < count; ++i) {
+    if (i > 0) names += i + 1 < count ? ", " : " and ";
+    names += GgmlTypeName(static_cast<uint32_t>(kExpandable[i].type));
+  }
+  return names;
 }
 
 Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst) {
-  switch (static_cast<GgmlType>(type)) {
-    case GgmlType::kF32:
-      std::memcpy(dst, src, static_cast<size_t>(n) * 4);
-      return Status::Ok();
-    case GgmlType::kF16:
-      ExpandHalves<HalfToFloat>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kBF16:
-      ExpandHalves<Bf16ToFloat>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ4_0:
-      ExpandBlocks<BlockQ4_0, kBlock, 18>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ4_1:
-      ExpandBlocks<BlockQ4_1, kBlock, 20>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ5_0:
-      ExpandBlocks<BlockQ5<false>, kBlock, 22>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ5_1:
-      ExpandBlocks<BlockQ5<true>, kBlock, 24>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ8_0:
-      ExpandBlocks<BlockQ8_0, kBlock, 34>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ2_K:
-      ExpandBlocks<BlockQ2_K, kBlockK, 84>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ3_K:
-      ExpandBlocks<BlockQ3_K, kBlockK, 110>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ4_K:
-      ExpandBlocks<BlockQ45_K<false>, kBlockK, 144>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ5_K:
-      ExpandBlocks<BlockQ45_K<true>, kBlockK, 176>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kQ6_K:
-      ExpandBlocks<BlockQ6_K, kBlockK, 210>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kIQ4_NL:
-      ExpandBlocks<BlockIq4Nl, kBlock, 18>(src, n, dst);
-      return Status::Ok();
-    case GgmlType::kIQ4_XS:
-      ExpandBlocks<BlockIq4Xs, kBlockK, 136>(src, n, dst);
-      return Status::Ok();
+  const Expandable* e = FindExpandable(type);
+  if (e == nullptr) {
+    return Status::Unsupported("ggml type " + GgmlTypeName(type) +
+                               " cannot be expanded (strata reads " + GgufDequantizableTypes() +
+                               "); re-quantize the model to one of these");
   }
-  return Status::Unsupported("ggml type " + GgmlTypeName(type) +
-                             " cannot be expanded (strata reads " + GgufDequantizableTypes() +
-                             "); re-quantize the model to one of these");
+  e->expand(src, n, dst, *GgmlTypeInfo(type));
+  return Status::Ok();
 }
 
 Status ExpandGgufTensor(uint32_t type, const uint8_t* src, const std::vector<int64_t>& shape,

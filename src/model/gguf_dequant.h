@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "src/core/status.h"
@@ -27,7 +28,7 @@ namespace strata {
 // which ggml keeps for intermediate products, nor the other IQ types and the TQ types).
 bool GgufCanDequantize(uint32_t type);
 // Those types' names, for messages: "F32, F16, BF16, Q4_0, ..., IQ4_XS".
-const char* GgufDequantizableTypes();
+std::string GgufDequantizableTypes();
 
 // Expands `n` elements of ggml type `type` at `src` into `dst`; large tensors are split over
 // OpenMP threads. Unsupported, naming the type, when GgufCanDequantize(type) is false.

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "src/model/model.h"
+#include "src/model/store.h"
 #include "tests/model/model_files.h"
 
 namespace strata {
@@ -258,25 +259,12 @@ TEST(GgufModelTest, LoadsEveryTypeAndUnpermutes) {
   EXPECT_EQ((*m)->weight_bytes(), params * 4);
 }
 
-// Every view of a model, with a name for messages.
-std::vector<std::pair<std::string, const TensorView*>> Views(const ModelWeights& w) {
-  std::vector<std::pair<std::string, const TensorView*>> out = {
-      {"token_embd", &w.token_embedding}, {"output_norm", &w.final_norm}, {"lm_head", &w.lm_head}};
-  for (size_t i = 0; i < w.layers.size(); ++i) {
-    const LayerWeights& l = w.layers[i];
-    const std::string p = "blk." + std::to_string(i) + ".";
-    for (auto [n, v] : {std::pair{"attn_q", &l.wq},
-                        {"attn_k", &l.wk},
-                        {"attn_v", &l.wv},
-                        {"attn_output", &l.wo},
-                        {"ffn_gate", &l.w_gate},
-                        {"ffn_up", &l.w_up},
-                        {"ffn_down", &l.w_down},
-                        {"attn_norm", &l.attn_norm},
-                        {"ffn_norm", &l.mlp_norm}}) {
-      out.emplace_back(p + n, v);
-    }
-  }
+// Every weight view of `m` under its store name (WeightSlots).
+std::vector<std::pair<std::string, TensorView>> Views(const Model& m) {
+  ModelWeights w = m.weights();
+  std::vector<std::pair<std::string, TensorView>> out;
+  for (const WeightSlot& slot : WeightSlots(m.config(), &w))
+    out.emplace_back(slot.name, *slot.view);
   return out;
 }
 
@@ -290,17 +278,17 @@ TEST(GgufModelTest, DeferredTensorsExpandOnRequestToTheLoadedValues) {
   const ModelWeights& d = (*deferred)->weights();
   EXPECT_EQ(d.lm_head.data, d.token_embedding.data);
   EXPECT_EQ((*deferred)->weight_bytes(), (*eager)->weight_bytes());
-  const auto eager_views = Views((*eager)->weights()), deferred_views = Views(d);
+  const auto eager_views = Views(**eager), deferred_views = Views(**deferred);
   int expanded = 0;
   for (size_t i = 0; i < eager_views.size(); ++i) {
     const std::string& name = eager_views[i].first;
-    const TensorView& a = *eager_views[i].second;
-    const TensorView& b = *deferred_views[i].second;
+    const TensorView& a = eager_views[i].second;
+    const TensorView& b = deferred_views[i].second;
     EXPECT_FALSE((*eager)->IsDeferred(a)) << name;
     EXPECT_EQ(b.dtype, a.dtype) << name;
     EXPECT_EQ(b.shape, a.shape) << name;
     // F32 tensors without a permutation are views of the file either way; the rest wait.
-    const bool plain = name.ends_with("norm") || name.ends_with("ffn_up");
+    const bool plain = name.ends_with("norm") || name.ends_with("w_up");
     EXPECT_EQ((*deferred)->IsDeferred(b), !plain) << name;
     if (!(*deferred)->IsDeferred(b)) {
       ExpectValues(b,
@@ -326,8 +314,8 @@ TEST(GgufModelTest, ExpandingMoreThanTheMemoryAllowsIsRefusedWithWhatToDo) {
   ASSERT_TRUE(deferred.ok()) << deferred.status().ToString();
   std::set<const void*> seen;
   int64_t needed = 0;
-  for (const auto& [name, v] : Views((*deferred)->weights())) {
-    if ((*deferred)->IsDeferred(*v) && seen.insert(v->data).second) needed += v->bytes();
+  for (const auto& [name, v] : Views(**deferred)) {
+    if ((*deferred)->IsDeferred(v) && seen.insert(v.data).second) needed += v.bytes();
   }
   options = {};
   options.expand_memory_bytes = needed;
@@ -354,11 +342,11 @@ TEST(GgufModelTest, SplitModelLoadsFromItsFirstShard) {
   auto split = LoadModel(name(1));
   ASSERT_TRUE(split.ok()) << split.status().ToString();
   EXPECT_EQ((*split)->weight_bytes(), (*whole)->weight_bytes());
-  const auto a = Views((*whole)->weights()), b = Views((*split)->weights());
+  const auto a = Views(**whole), b = Views(**split);
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    const TensorView& v = *a[i].second;
-    ExpectValues(*b[i].second,
+    const TensorView& v = a[i].second;
+    ExpectValues(b[i].second,
                  std::vector<float>(static_cast<const float*>(v.data),
                                     static_cast<const float*>(v.data) + v.numel()),
                  a[i].first.c_str());
