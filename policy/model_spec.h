@@ -22,6 +22,7 @@ struct ModelSpec {
   int max_position_embeddings = 0;   // context length: prompt + generation must fit
   bool gated_mlp = false;            // gate, up, down (SwiGLU) instead of fc1, fc2
   bool linear_bias = false;          // q/k/v/o and MLP projections carry biases (OPT)
+  bool qkv_bias = false;             // q/k/v projections carry biases (Qwen2; implied by the above)
   bool norm_bias = false;            // LayerNorm with bias (OPT) instead of RMSNorm
   int position_embedding_rows = 0;   // rows of a learned position table (OPT: max + 2); 0: RoPE
   bool tie_word_embeddings = false;  // the output projection is the input embedding
@@ -38,7 +39,7 @@ struct ModelSpec {
 };
 
 // YAML with one key per field. Every key is required except position_embedding_rows (default 0),
-// tie_word_embeddings, linear_bias, norm_bias, q4_weights (default false) and
+// tie_word_embeddings, linear_bias, qkv_bias, norm_bias, q4_weights (default false) and
 // activation_dtype_bytes (default 2); unknown keys are errors. Messages name the key and `origin`.
 Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string& origin);
 Result<ModelSpec> LoadModelSpecYaml(const std::string& path);

@@ -17,10 +17,11 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
     if (m.norm_bias) t.push_back(vec(name + ".bias", h));
   };
   auto add_linear = [&](std::vector<WeightTensor>& t, const std::string& name, int64_t out,
-                        int64_t in) {
+                        int64_t in, bool bias) {
     t.push_back(mat(name + ".weight", out, in));
-    if (m.linear_bias) t.push_back(vec(name + ".bias", out));
+    if (bias) t.push_back(vec(name + ".bias", out));
   };
+  const bool qkv_bias = m.linear_bias || m.qkv_bias;
 
   WeightLayer input{LayerKind::kInputEmbedding, 1, {mat("embed_tokens", m.vocab_size, h)}};
   if (m.position_embedding_rows > 0) {
@@ -29,18 +30,18 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
 
   WeightLayer block{LayerKind::kTransformer, m.num_layers, {}};
   add_norm(block.tensors, "attention_norm");
-  add_linear(block.tensors, "q_proj", q_out, h);
-  add_linear(block.tensors, "k_proj", kv_out, h);
-  add_linear(block.tensors, "v_proj", kv_out, h);
-  add_linear(block.tensors, "o_proj", h, q_out);
+  add_linear(block.tensors, "q_proj", q_out, h, qkv_bias);
+  add_linear(block.tensors, "k_proj", kv_out, h, qkv_bias);
+  add_linear(block.tensors, "v_proj", kv_out, h, qkv_bias);
+  add_linear(block.tensors, "o_proj", h, q_out, m.linear_bias);
   add_norm(block.tensors, "mlp_norm");
   if (m.gated_mlp) {
-    add_linear(block.tensors, "gate_proj", f, h);
-    add_linear(block.tensors, "up_proj", f, h);
-    add_linear(block.tensors, "down_proj", h, f);
+    add_linear(block.tensors, "gate_proj", f, h, m.linear_bias);
+    add_linear(block.tensors, "up_proj", f, h, m.linear_bias);
+    add_linear(block.tensors, "down_proj", h, f, m.linear_bias);
   } else {
-    add_linear(block.tensors, "fc1", f, h);
-    add_linear(block.tensors, "fc2", h, f);
+    add_linear(block.tensors, "fc1", f, h, m.linear_bias);
+    add_linear(block.tensors, "fc2", h, f, m.linear_bias);
   }
 
   WeightLayer output{LayerKind::kOutput, 1, {}};

@@ -19,8 +19,12 @@ A. tests/data/fixtures/<name>/  -- tiny random-weight models, each a normal Hugg
                   config.json in the classic hub layout ("rope_theta" + "rope_scaling").
      llama-bias   LlamaForCausalLM with attention_bias=True and mlp_bias=True, 4/4 heads;
                   float16 weights. config.json as transformers 5 writes it ("rope_parameters").
+     qwen2        Qwen2ForCausalLM, q/k/v biases and no o_proj bias, 4 heads / 2 kv heads, tied
+                  embeddings, rope_theta 1e6; bfloat16 weights. config.json in the classic hub
+                  layout (top-level "rope_theta"), "model_type": "qwen2"; tokenizer_config.json
+                  has unk_token/pad_token null (see the note in SPECS).
 
-   All four share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
+   All five share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
    library on the English text embedded below (GPT-2 ByteLevel pre-tokenizer and decoder).
    Special tokens: 0 "<s>", 1 "<pad>", 2 "</s>", 3 "<unk>", 4 "<|begin_of_text|>",
    5 "<|end_of_text|>". OPT: bos=eos=2 ("</s>"), pad=1, unk=3, post-processor prepends "</s>".
@@ -41,7 +45,9 @@ A. tests/data/fixtures/<name>/  -- tiny random-weight models, each a normal Hugg
       "batched_left_pad_matches": bool,         # batched generation with left padding agreed
       "seed": int, "reference": str, "max_new_tokens": 16}
    Seeds are fixed; for each model the first seed whose greedy runs have no near-tie
-   (every step's top1 - top2 >= MARGIN_FLOOR = 0.01) is used, so the output is deterministic.
+   (every step's top1 - top2 >= MARGIN_FLOOR = 0.01) and no EOS argmax hidden by min_new_tokens
+   (strata's ignore_eos emits it, so the tokens after it could not be compared) is used, so the
+   output is deterministic.
    References are computed in float32 from the SAVED directory (fp16/bf16 weights upcast to
    float32), with attn_implementation="eager".
 
@@ -54,6 +60,7 @@ How to run
 ----------
     /path/to/python scripts/make_fixtures.py            # from the repository root (or anywhere)
     /path/to/python scripts/make_fixtures.py --skip-gguf  # only part A
+    /path/to/python scripts/make_fixtures.py --skip-gguf --only qwen2  # only these fixtures of A
 Torch is used on the CPU only, one thread. About 1.5 minutes of CPU time (part B, which
 dequantizes the GGUF and runs 24 greedy generations of SmolLM2, is most of it).
 
@@ -90,6 +97,8 @@ from transformers import (  # noqa: E402
     OPTConfig,
     OPTForCausalLM,
     PreTrainedTokenizerFast,
+    Qwen2Config,
+    Qwen2ForCausalLM,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -270,6 +279,20 @@ SPECS = [
                                     tie_word_embeddings=False, rope_theta=10000.0,
                                     attention_bias=True, mlp_bias=True, **COMMON_LLAMA),
          cls=LlamaForCausalLM),
+    # Qwen2 always has q/k/v biases and no o_proj bias (Qwen2Config has no attention_bias key).
+    # transformers 5 loads every model_type "qwen2" tokenizer as Qwen2Tokenizer whatever
+    # tokenizer_class says: it keeps tokenizer.json's vocab, merges and post-processor but uses its
+    # own NFC normalizer and Qwen2 split regex (the one llama.cpp calls pre "qwen2"), and defaults
+    # unk/pad to "<|endoftext|>", which it would add as a 513th token -- hence unk/pad null below.
+    # make_fixture asserts that it and the raw tokenizer.json give the same ids for every prompt.
+    dict(name="qwen2", family="llama", dtype=torch.bfloat16, shard=None,
+         seed=SEED + 4 + 5000,  # the first seed (of SEED + 4 + 1000*i) passing the checks in main
+         legacy_rope=dict(rope_theta=1000000.0),
+         tokenizer_config=dict(unk_token=None, pad_token=None),
+         config=lambda: Qwen2Config(num_hidden_layers=2, intermediate_size=128, num_key_value_heads=2,
+                                    head_dim=16, tie_word_embeddings=True, rope_theta=1000000.0,
+                                    use_sliding_window=False, **dict(COMMON_LLAMA, rms_norm_eps=1e-6)),
+         cls=Qwen2ForCausalLM),
 ]
 
 
@@ -333,6 +356,7 @@ def make_fixture(spec, base_tok: Tokenizer, seed: int):
     tc_path = out_dir / "tokenizer_config.json"
     tc = json.loads(tc_path.read_text())
     tc["tokenizer_class"] = "GPT2Tokenizer" if spec["family"] == "opt" else "PreTrainedTokenizerFast"
+    tc.update(spec.get("tokenizer_config", {}))
     tc_path.write_text(json.dumps(tc, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
     cfg = spec["config"]()
@@ -425,7 +449,7 @@ def make_fixture(spec, base_tok: Tokenizer, seed: int):
           f"eos_suppressed={eos_steps}")
     if size > 1.5 * 1024 * 1024:
         print(f"WARNING: {name} is larger than 1.5 MB", file=sys.stderr)
-    return min_margin, batched_ok
+    return min_margin, batched_ok, any(eos_steps)
 
 
 # --------------------------------------------------------------------------------------------
@@ -591,6 +615,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--skip-gguf", action="store_true", help="only make the random-weight fixtures")
     ap.add_argument("--skip-fixtures", action="store_true", help="only make the SmolLM2 goldens")
+    ap.add_argument("--only", action="append", metavar="NAME", choices=[s["name"] for s in SPECS],
+                    help="make only this fixture of part A (repeatable); the others are left as they are")
     args = ap.parse_args()
 
     # One thread: reproducible reductions, and on a shared 2-core machine two OpenMP threads
@@ -603,12 +629,16 @@ def main():
     if not args.skip_fixtures:
         base = train_base_tokenizer()
         print(f"tokenizer: vocab {base.get_vocab_size()}")
-        for k, spec in enumerate(SPECS):
+        for k, spec in enumerate(SPECS):  # k stays the index in SPECS, so --only picks the same seeds
+            if args.only and spec["name"] not in args.only:
+                continue
             # Deterministic: take the first seed whose greedy runs never have a near-tie
-            # (top1 - top2 >= MARGIN_FLOOR), so tiny float differences cannot flip a token.
+            # (top1 - top2 >= MARGIN_FLOOR), so tiny float differences cannot flip a token, nor
+            # an EOS that min_new_tokens hid.
             for attempt in range(8):
-                margin, ok = make_fixture(spec, base, spec.get("seed", SEED + k) + 1000 * attempt)
-                if margin >= MARGIN_FLOOR and ok:
+                margin, ok, eos_hidden = make_fixture(spec, base,
+                                                      spec.get("seed", SEED + k) + 1000 * attempt)
+                if margin >= MARGIN_FLOOR and ok and not eos_hidden:
                     break
             else:
                 print(f"WARNING: {spec['name']}: no seed gave margin >= {MARGIN_FLOOR}", file=sys.stderr)

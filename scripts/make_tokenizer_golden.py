@@ -2,11 +2,19 @@
 """Writes the tokenizer golden data under tests/data/tokenizer/ with Hugging Face tokenizers and
 transformers as the independent reference.
 
-(a) Trains two small byte-level BPE tokenizers with the `tokenizers` library: GPT-2 style
-    (ByteLevel pre-tokenizer, tokenizer_config.json with add_bos_token) and Llama-3 style (Split on
+(a) Trains three small byte-level BPE tokenizers with the `tokenizers` library: GPT-2 style
+    (ByteLevel pre-tokenizer, tokenizer_config.json with add_bos_token), Llama-3 style (Split on
     the Llama-3 regex + ByteLevel(use_regex=False), ignore_merges, "<|begin_of_text|> $A"
-    template, added tokens with lstrip/rstrip/single_word/normalized). Records ids for a set of
-    hard strings, also for pre-tokenizer variants of the GPT-2 one (Digits, Split behaviours).
+    template, added tokens with lstrip/rstrip/single_word/normalized) and Qwen2 style (Qwen2's
+    tokenizer.json pipeline: NFC normalizer, Split on the Qwen2 regex, which is the Llama-3 one
+    with single digits \p{N} instead of \p{N}{1,3}, + ByteLevel(use_regex=False), merges applied
+    (ignore_merges false), a ByteLevel post-processor that adds no BOS, no tokenizer_config.json).
+    Records ids for a set of hard strings, also for pre-tokenizer variants of the GPT-2 one
+    (Digits, Split behaviours).
+    The Qwen2 style entry also has "gguf_cases": the ids of the same vocab and merges with no
+    normalizer, which is what llama.cpp does for a Qwen2 GGUF (its "qwen2" pre-tokenizer has the
+    regex but no NFC step). The two lists can differ only for strings that NFC changes (decomposed
+    accents and the like); on a string already in NFC they are equal.
 (b) Loads the default model's tokenizer from its GGUF through transformers and records its ids,
     next to the ids of llama.cpp's "smollm" pre-tokenizer (Digits(individual_digits) then GPT-2's
     regex), which transformers' GGUF conversion does not apply; strata matches llama.cpp.
@@ -21,13 +29,29 @@ import os
 import pathlib
 import re
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import (
+    AddedToken,
+    Regex,
+    Tokenizer,
+    decoders,
+    models,
+    normalizers,
+    pre_tokenizers,
+    processors,
+    trainers,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "tokenizer"
 
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+
+# Qwen2's split: the Llama-3 one with single digits.
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
 )
 
@@ -293,6 +317,50 @@ def make_llama3_style():
     }
 
 
+def make_qwen2_style():
+    pre = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False),
+        ]
+    )
+    tok = train(pre, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    tok.normalizer = normalizers.NFC()
+    tok.post_processor = processors.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)
+    spec = json.loads(tok.to_str())
+    spec["model"]["ignore_merges"] = False
+    tok = Tokenizer.from_str(json.dumps(spec))
+    assert len(tok.pre_tokenizer.pre_tokenize_str("12345")) == 5
+    directory = OUT / "qwen2_style"
+    directory.mkdir(parents=True, exist_ok=True)
+    tok.save(str(directory / "tokenizer.json"))
+
+    # llama.cpp's "qwen2" pre-tokenizer: the same regex, no NFC normalizer.
+    spec["normalizer"] = None
+    gguf = Tokenizer.from_str(json.dumps(spec))
+
+    from transformers import AutoTokenizer
+
+    hf = AutoTokenizer.from_pretrained(str(directory))
+    cases, gguf_cases = [], []
+    for s in HARD_STRINGS:
+        plain = tok.encode(s, add_special_tokens=False).ids
+        assert plain == hf.encode(s, add_special_tokens=False), s
+        assert hf.encode(s) == plain, s  # nothing is added by default
+        cases.append({"text": s, "ids": plain, "default_ids": hf.encode(s), "decoded": decoded(tok, plain)})
+        gguf_cases.append({"text": s, "ids": gguf.encode(s, add_special_tokens=False).ids})
+    assert hf.bos_token_id is None
+    return {
+        "file": "qwen2_style/tokenizer.json",
+        "bos_id": -1,
+        "eos_id": None,
+        "add_bos_by_default": False,
+        "vocab_size": tok.get_vocab_size(with_added_tokens=True),
+        "cases": cases,
+        "gguf_cases": gguf_cases,
+    }
+
+
 def make_smollm2(gguf_path):
     from transformers import AutoTokenizer
 
@@ -345,7 +413,11 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gguf", default=os.path.join(cache, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     args = parser.parse_args()
-    golden = {"gpt2_style": make_gpt2_style(), "llama3_style": make_llama3_style()}
+    golden = {
+        "gpt2_style": make_gpt2_style(),
+        "llama3_style": make_llama3_style(),
+        "qwen2_style": make_qwen2_style(),
+    }
     write_json(OUT / "bpe_golden.json", golden)
     smollm2 = make_smollm2(args.gguf)
     write_json(OUT / "smollm2_golden.json", smollm2)

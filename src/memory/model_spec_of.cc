@@ -8,7 +8,7 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();
   std::set<DType> dtypes;
-  std::set<bool> biases;
+  std::set<bool> qkv_biases, other_biases;
   auto note = [&](const TensorView& t) {  // 4-bit matrices are accounted as plan.compress_weight
     if (t.present() && t.dtype != DType::kQ4) dtypes.insert(t.dtype);
   };
@@ -22,18 +22,21 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
                                 &l.b_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down}) {
       note(*t);
     }
-    for (const TensorView* b : {&l.bq, &l.bk, &l.bv, &l.bo, &l.b_up, &l.b_down}) {
-      biases.insert(b->present());
-    }
-    if (c.gated_mlp) biases.insert(l.b_gate.present());
+    for (const TensorView* b : {&l.bq, &l.bk, &l.bv}) qkv_biases.insert(b->present());
+    for (const TensorView* b : {&l.bo, &l.b_up, &l.b_down}) other_biases.insert(b->present());
+    if (c.gated_mlp) other_biases.insert(l.b_gate.present());
   }
   if (dtypes.size() != 1) {
     return Status::Unsupported(model.source() + " mixes weight dtypes; the plan's accounting "
                                "assumes one");
   }
-  if (biases.size() != 1) {
-    return Status::Unsupported(model.source() + " has biases on some projections only; the "
-                               "plan's accounting has one linear_bias flag");
+  // The accounting knows biases on every projection (linear_bias) or on q/k/v alone (qkv_bias).
+  const bool all_qkv = qkv_biases == std::set<bool>{true};
+  const bool all_other = other_biases == std::set<bool>{true};
+  if (qkv_biases.size() > 1 || other_biases.size() > 1 || (all_other && !all_qkv)) {
+    return Status::Unsupported(model.source() +
+                               " has biases on some projections only; the "
+                               "plan's accounting knows them on all, or on q/k/v alone");
   }
   ModelSpec s;
   s.name = model.source();
@@ -46,7 +49,8 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   s.vocab_size = c.vocab_size;
   s.max_position_embeddings = c.max_position_embeddings;
   s.gated_mlp = c.gated_mlp;
-  s.linear_bias = *biases.begin();
+  s.linear_bias = all_other;
+  s.qkv_bias = all_qkv && !all_other;
   s.norm_bias = !w.layers.empty() && w.layers[0].attn_norm_bias.present();
   s.position_embedding_rows =
       w.position_embedding.present() ? static_cast<int>(w.position_embedding.dim(0)) : 0;

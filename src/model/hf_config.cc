@@ -77,13 +77,33 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
   return Status::Ok();
 }
 
+// Qwen2 attends within a sliding window in the layers from max_window_layers on when
+// use_sliding_window is set (transformers 5 writes the outcome as layer_types); strata attends to
+// the whole context, so such a model would compute something else.
+Status RefuseQwen2SlidingWindow(const json& c, const std::string& source) {
+  bool sliding = false;
+  if (auto it = c.find("layer_types"); it != c.end() && it->is_array()) {
+    for (const json& t : *it)
+      sliding |= t.is_string() && t.get<std::string>() == "sliding_attention";
+  } else if (JsonBool(c, "use_sliding_window").value_or(false)) {
+    sliding =
+        JsonInt(c, "max_window_layers").value_or(0) < JsonInt(c, "num_hidden_layers").value_or(0);
+  }
+  if (!sliding) return Status::Ok();
+  return Status::Unsupported(source +
+                             ": Qwen2 sliding-window attention (use_sliding_window) is not "
+                             "supported; strata runs Qwen2 models with use_sliding_window false");
+}
+
 Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   const std::string act = JsonString(c, "hidden_act").value_or("silu");
   if (act != "silu") {
     return Status::Unsupported(source + ": Llama hidden_act '" + act +
                                "' (only silu is supported)");
   }
-  if (JsonString(c, "model_type") == "mistral") {
+  const std::optional<std::string> type = JsonString(c, "model_type");
+  if (type == "qwen2") STRATA_RETURN_IF_ERROR(RefuseQwen2SlidingWindow(c, source));
+  if (type == "mistral") {
     const std::optional<int64_t> window = JsonInt(c, "sliding_window");
     const int64_t max_pos = JsonInt(c, "max_position_embeddings").value_or(0);
     if (window && *window < max_pos) {
@@ -107,7 +127,9 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   m->norm_eps = static_cast<float>(JsonNumber(c, "rms_norm_eps").value_or(1e-6));
   m->activation = Activation::kSilu;
   m->gated_mlp = true;
-  m->attention_bias = JsonBool(c, "attention_bias").value_or(false);
+  // Qwen2: biases on q/k/v, none on o (its config has no attention_bias key).
+  m->attention_bias = type == "qwen2" || JsonBool(c, "attention_bias").value_or(false);
+  m->attention_output_bias = type != "qwen2" && m->attention_bias;
   m->mlp_bias = JsonBool(c, "mlp_bias").value_or(false);
   m->tie_word_embeddings = JsonBool(c, "tie_word_embeddings").value_or(false);
   m->use_rope = true;
@@ -162,7 +184,7 @@ Status ParseOpt(const json& c, const std::string& source, ModelConfig* m) {
   m->norm_eps = 1e-5f;
   m->gated_mlp = false;
   m->attention_bias = JsonBool(c, "enable_bias").value_or(true);
-  m->mlp_bias = m->attention_bias;
+  m->attention_output_bias = m->mlp_bias = m->attention_bias;
   m->tie_word_embeddings = JsonBool(c, "tie_word_embeddings").value_or(true);
   m->use_rope = false;
   m->position_offset = 2;
@@ -181,11 +203,12 @@ Result<ModelConfig> ParseHfConfig(const json& config, const std::string& source)
   ModelConfig m;
   if (*type == "opt") {
     STRATA_RETURN_IF_ERROR(ParseOpt(config, source, &m));
-  } else if (*type == "llama" || *type == "mistral") {
+  } else if (*type == "llama" || *type == "mistral" || *type == "qwen2") {
     STRATA_RETURN_IF_ERROR(ParseLlama(config, source, &m));
   } else {
-    return Status::Unsupported(source + ": model_type '" + *type +
-                               "' is not supported (strata runs opt and llama-family models)");
+    return Status::Unsupported(
+        source + ": model_type '" + *type +
+        "' is not supported (strata runs opt, llama, mistral and qwen2 models)");
   }
   // Some configs name a pad id past the vocabulary (an added token never trained); none is used.
   if (m.pad_token_id >= m.vocab_size) m.pad_token_id = -1;

@@ -43,7 +43,8 @@ struct ModelConfig {
   float norm_eps = 1e-5f;
   Activation activation = Activation::kSilu;
   bool gated_mlp = true;          // SwiGLU (gate, up, down) vs fc1/fc2
-  bool attention_bias = false;    // q/k/v/o projections carry biases (OPT, some Llamas)
+  bool attention_bias = false;    // q/k/v projections carry biases (OPT, Qwen2, some Llamas)
+  bool attention_output_bias = false;  // so does the o projection (OPT, those Llamas; not Qwen2)
   bool mlp_bias = false;          // fc1/fc2 (OPT) or gate/up/down (Llama) carry biases
   bool tie_word_embeddings = false;
   bool use_rope = true;           // Llama: RoPE; OPT: learned absolute positions

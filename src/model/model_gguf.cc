@@ -1,5 +1,7 @@
-// LoadGgufModel: a GGUF file (or its shards) of architecture llama to a Model with every tensor
-// in F32, or deferred until asked for.
+// LoadGgufModel: a GGUF file (or its shards) of architecture llama or qwen2 to a Model with every
+// tensor in F32, or deferred until asked for. qwen2 is llama's layout with biases on the q, k and v
+// projections, and llama.cpp's converter leaves its q/k rows as Hugging Face stores them (it
+// permutes llama's for ggml's interleaved RoPE; strata un-permutes those back).
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -23,23 +25,25 @@ class GgufModelReader {
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
     if (arch == nullptr) return Corrupt("metadata 'general.architecture' is missing");
-    if (*arch != "llama") {
+    if (*arch != "llama" && *arch != "qwen2") {
       return Status::Unsupported(gguf_.path() + ": GGUF architecture '" + *arch +
-                                 "' is not supported (strata reads llama)");
+                                 "' is not supported (strata reads llama and qwen2)");
     }
+    arch_ = *arch;
     ModelConfig& c = b_.config();
     c.arch = Architecture::kLlama;
-    STRATA_RETURN_IF_ERROR(Int("llama.block_count", std::nullopt, &c.num_layers));
-    STRATA_RETURN_IF_ERROR(Int("llama.context_length", std::nullopt, &c.max_position_embeddings));
-    STRATA_RETURN_IF_ERROR(Int("llama.embedding_length", std::nullopt, &c.hidden_size));
-    STRATA_RETURN_IF_ERROR(Int("llama.feed_forward_length", std::nullopt, &c.intermediate_size));
-    STRATA_RETURN_IF_ERROR(Int("llama.attention.head_count", std::nullopt, &c.num_heads));
-    STRATA_RETURN_IF_ERROR(Int("llama.attention.head_count_kv", c.num_heads, &c.num_kv_heads));
+    c.attention_bias = arch_ == "qwen2";
+    STRATA_RETURN_IF_ERROR(Int(Key("block_count"), std::nullopt, &c.num_layers));
+    STRATA_RETURN_IF_ERROR(Int(Key("context_length"), std::nullopt, &c.max_position_embeddings));
+    STRATA_RETURN_IF_ERROR(Int(Key("embedding_length"), std::nullopt, &c.hidden_size));
+    STRATA_RETURN_IF_ERROR(Int(Key("feed_forward_length"), std::nullopt, &c.intermediate_size));
+    STRATA_RETURN_IF_ERROR(Int(Key("attention.head_count"), std::nullopt, &c.num_heads));
+    STRATA_RETURN_IF_ERROR(Int(Key("attention.head_count_kv"), c.num_heads, &c.num_kv_heads));
     const int default_head_dim = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
-    STRATA_RETURN_IF_ERROR(Int("llama.attention.key_length", default_head_dim, &c.head_dim));
+    STRATA_RETURN_IF_ERROR(Int(Key("attention.key_length"), default_head_dim, &c.head_dim));
     int value_dim = 0, rope_dim = 0;
-    STRATA_RETURN_IF_ERROR(Int("llama.attention.value_length", c.head_dim, &value_dim));
-    STRATA_RETURN_IF_ERROR(Int("llama.rope.dimension_count", c.head_dim, &rope_dim));
+    STRATA_RETURN_IF_ERROR(Int(Key("attention.value_length"), c.head_dim, &value_dim));
+    STRATA_RETURN_IF_ERROR(Int(Key("rope.dimension_count"), c.head_dim, &rope_dim));
     if (value_dim != c.head_dim || rope_dim != c.head_dim) {
       return Status::Unsupported(gguf_.path() +
                                  ": value_length or rope.dimension_count differs "
@@ -48,13 +52,13 @@ class GgufModelReader {
     const std::vector<std::string>* tokens = Strings("tokenizer.ggml.tokens");
     const int tokens_count =
         tokens ? static_cast<int>(std::min<size_t>(tokens->size(), INT32_MAX)) : 0;
-    STRATA_RETURN_IF_ERROR(Int("llama.vocab_size", tokens_count, &c.vocab_size));
+    STRATA_RETURN_IF_ERROR(Int(Key("vocab_size"), tokens_count, &c.vocab_size));
     c.norm = NormKind::kRmsNorm;
-    c.norm_eps = static_cast<float>(Float("llama.attention.layer_norm_rms_epsilon", 1e-5));
+    c.norm_eps = static_cast<float>(Float(Key("attention.layer_norm_rms_epsilon"), 1e-5));
     c.activation = Activation::kSilu;
     c.gated_mlp = true;
     c.use_rope = true;
-    c.rope_theta = static_cast<float>(Float("llama.rope.freq_base", 10000.0));
+    c.rope_theta = static_cast<float>(Float(Key("rope.freq_base"), 10000.0));
     STRATA_RETURN_IF_ERROR(ReadRopeScaling(c.head_dim, &c.rope_scaling));
     c.tie_word_embeddings = gguf_.FindTensor("output.weight") == nullptr;
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.bos_token_id", -1, &c.bos_token_id));
@@ -104,15 +108,23 @@ class GgufModelReader {
     const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
                   kv = int64_t{c.num_kv_heads} * c.head_dim, ffn = c.intermediate_size;
     ModelWeights& w = b_.weights();
+    const bool permuted = arch_ == "llama";
     STRATA_RETURN_IF_ERROR(Expand("token_embd.weight", {c.vocab_size, h}, 0, &w.token_embedding));
     w.layers.resize(static_cast<size_t>(c.num_layers));
     for (int i = 0; i < c.num_layers; ++i) {
       LayerWeights& l = w.layers[static_cast<size_t>(i)];
       const std::string p = "blk." + std::to_string(i) + ".";
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_norm.weight", {h}, 0, &l.attn_norm));
-      STRATA_RETURN_IF_ERROR(Expand(p + "attn_q.weight", {q, h}, c.num_heads, &l.wq));
-      STRATA_RETURN_IF_ERROR(Expand(p + "attn_k.weight", {kv, h}, c.num_kv_heads, &l.wk));
+      STRATA_RETURN_IF_ERROR(
+          Expand(p + "attn_q.weight", {q, h}, permuted ? c.num_heads : 0, &l.wq));
+      STRATA_RETURN_IF_ERROR(
+          Expand(p + "attn_k.weight", {kv, h}, permuted ? c.num_kv_heads : 0, &l.wk));
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.weight", {kv, h}, 0, &l.wv));
+      if (c.attention_bias) {
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_q.bias", {q}, 0, &l.bq));
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_k.bias", {kv}, 0, &l.bk));
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.bias", {kv}, 0, &l.bv));
+      }
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_output.weight", {h, q}, 0, &l.wo));
       STRATA_RETURN_IF_ERROR(Expand(p + "ffn_norm.weight", {h}, 0, &l.mlp_norm));
       STRATA_RETURN_IF_ERROR(Expand(p + "ffn_gate.weight", {ffn, h}, 0, &l.w_gate));
@@ -130,7 +142,7 @@ class GgufModelReader {
     for (const GgufTensorInfo* info : gguf_.tensors()) {
       if (used_.count(info->name) == 0) {
         return Status::Unsupported(gguf_.path() + ": tensor '" + info->name +
-                                   "' is not part of the llama layout strata runs");
+                                   "' is not part of the " + arch_ + " layout strata runs");
       }
     }
     return Status::Ok();
@@ -141,12 +153,15 @@ class GgufModelReader {
     return Status::Corrupt(gguf_.path() + ": " + what);
   }
 
-  const std::string* String(const char* key) const {
+  // The metadata key `suffix` of the file's architecture, e.g. "qwen2.block_count".
+  std::string Key(const char* suffix) const { return arch_ + "." + suffix; }
+
+  const std::string* String(const std::string& key) const {
     const GgufValue* v = gguf_.Find(key);
     return v ? v->AsString() : nullptr;
   }
 
-  const std::vector<std::string>* Strings(const char* key) const {
+  const std::vector<std::string>* Strings(const std::string& key) const {
     const GgufValue* v = gguf_.Find(key);
     if (v == nullptr || v->type() != GgufValueType::kArray ||
         v->element_type() != GgufValueType::kString) {
@@ -156,7 +171,7 @@ class GgufModelReader {
   }
 
   // An int-valued key; `fallback` when absent (Corrupt when absent without one, or not an int).
-  Status Int(const char* key, std::optional<int> fallback, int* out) const {
+  Status Int(const std::string& key, std::optional<int> fallback, int* out) const {
     const GgufValue* v = gguf_.Find(key);
     if (v == nullptr && fallback) {
       *out = *fallback;
@@ -164,13 +179,13 @@ class GgufModelReader {
     }
     const std::optional<int64_t> i = v ? v->AsInt() : std::nullopt;
     if (!i || *i < std::numeric_limits<int>::min() || *i > std::numeric_limits<int>::max()) {
-      return Corrupt(std::string("metadata '") + key + "' is missing or not an integer");
+      return Corrupt("metadata '" + key + "' is missing or not an integer");
     }
     *out = static_cast<int>(*i);
     return Status::Ok();
   }
 
-  double Float(const char* key, double fallback) const {
+  double Float(const std::string& key, double fallback) const {
     const GgufValue* v = gguf_.Find(key);
     const std::optional<double> f = v ? v->AsFloat() : std::nullopt;
     return f.value_or(fallback);
@@ -180,8 +195,8 @@ class GgufModelReader {
   // rope_freqs.weight (Llama 3.1 and later: llama.cpp's converter turns their llama3 scaling into
   // head_dim / 2 divisors of the inverse frequencies, F32).
   Status ReadRopeScaling(int head_dim, RopeScaling* out) {
-    const std::string* type = String("llama.rope.scaling.type");
-    double factor = Float("llama.rope.scaling.factor", Float("llama.rope.scale_linear", 1.0));
+    const std::string* type = String(Key("rope.scaling.type"));
+    double factor = Float(Key("rope.scaling.factor"), Float(Key("rope.scale_linear"), 1.0));
     if (type != nullptr && *type != "none" && *type != "linear") {
       return Status::Unsupported(gguf_.path() + ": rope scaling type '" + *type +
                                  "' is not supported (strata implements linear)");
@@ -236,6 +251,7 @@ class GgufModelReader {
 
   const GgufShards& gguf_;
   ModelBuilder& b_;
+  std::string arch_;            // general.architecture: "llama" or "qwen2"
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
 

@@ -78,7 +78,8 @@ Status LoadLlamaWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.q_proj.bias", {q}, &l.bq));
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.k_proj.bias", {kv}, &l.bk));
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.v_proj.bias", {kv}, &l.bv));
-    STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.o_proj.bias", {h}, &l.bo));
+    STRATA_RETURN_IF_ERROR(
+        t.GetIf(c.attention_output_bias, p + "self_attn.o_proj.bias", {h}, &l.bo));
     STRATA_RETURN_IF_ERROR(t.Get(p + "post_attention_layernorm.weight", {h}, &l.mlp_norm));
     STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.gate_proj.weight", {ffn, h}, &l.w_gate));
     STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.up_proj.weight", {ffn, h}, &l.w_up));
@@ -112,7 +113,8 @@ Status LoadOptWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
     STRATA_RETURN_IF_ERROR(t.GetIf(ab, p + "self_attn.q_proj.bias", {h}, &l.bq));
     STRATA_RETURN_IF_ERROR(t.GetIf(ab, p + "self_attn.k_proj.bias", {h}, &l.bk));
     STRATA_RETURN_IF_ERROR(t.GetIf(ab, p + "self_attn.v_proj.bias", {h}, &l.bv));
-    STRATA_RETURN_IF_ERROR(t.GetIf(ab, p + "self_attn.out_proj.bias", {h}, &l.bo));
+    STRATA_RETURN_IF_ERROR(
+        t.GetIf(c.attention_output_bias, p + "self_attn.out_proj.bias", {h}, &l.bo));
     STRATA_RETURN_IF_ERROR(t.Get(p + "final_layer_norm.weight", {h}, &l.mlp_norm));
     STRATA_RETURN_IF_ERROR(t.Get(p + "final_layer_norm.bias", {h}, &l.mlp_norm_bias));
     STRATA_RETURN_IF_ERROR(t.Get(p + "fc1.weight", {ffn, h}, &l.w_up));

@@ -55,6 +55,7 @@ const std::pair<const char*, bool ModelConfig::*> kBoolFields[] = {
     {"mlp_bias", &ModelConfig::mlp_bias},
     {"tie_word_embeddings", &ModelConfig::tie_word_embeddings},
     {"use_rope", &ModelConfig::use_rope}};
+constexpr char kOutputBiasKey[] = "attention_output_bias";
 const std::pair<const char*, float ModelConfig::*> kFloatFields[] = {
     {"norm_eps", &ModelConfig::norm_eps}, {"rope_theta", &ModelConfig::rope_theta}};
 const std::pair<const char*, float RopeScaling::*> kRopeFloatFields[] = {
@@ -172,6 +173,7 @@ json ModelConfigToJson(const ModelConfig& c) {
             {"activation", NameOf(kActivationNames, c.activation)}};
   for (const auto& [key, field] : kIntFields) j[key] = c.*field;
   for (const auto& [key, field] : kBoolFields) j[key] = c.*field;
+  j[kOutputBiasKey] = c.attention_output_bias;
   for (const auto& [key, field] : kFloatFields) j[key] = c.*field;
   json rope = {
       {"kind", NameOf(kRopeNames, c.rope_scaling.kind)},
@@ -195,6 +197,8 @@ Result<ModelConfig> ModelConfigFromJson(const json& j) {
     if (!v) return Missing(key);
     c.*field = *v;
   }
+  // Stores written before Qwen2 support have no key: their o projection's bias went with q/k/v's.
+  c.attention_output_bias = JsonBool(j, kOutputBiasKey).value_or(c.attention_bias);
   for (const auto& [key, field] : kFloatFields) {
     STRATA_RETURN_IF_ERROR(ReadFloat(j, key, &(c.*field)));
   }
@@ -355,7 +359,7 @@ std::vector<WeightSlot> WeightSlots(const ModelConfig& c, ModelWeights* w) {
     add(ab, p + "bq", &l.bq, {q});
     add(ab, p + "bk", &l.bk, {kv});
     add(ab, p + "bv", &l.bv, {kv});
-    add(ab, p + "bo", &l.bo, {h});
+    add(c.attention_output_bias, p + "bo", &l.bo, {h});
     add(true, p + "mlp_norm", &l.mlp_norm, {h});
     add(norm_bias, p + "mlp_norm_bias", &l.mlp_norm_bias, {h});
     add(c.gated_mlp, p + "w_gate", &l.w_gate, {f, h});

@@ -17,6 +17,8 @@ constexpr int32_t kTokenTypeUserDefined = 4;
 // llama.cpp's LLAMA_VOCAB_PRE_TYPE_LLAMA3 names (they also set ignore_merges).
 constexpr std::array<std::string_view, 8> kLlama3Names = {
     "llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"};
+// llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2 names (merges are applied).
+constexpr std::array<std::string_view, 3> kQwen2Names = {"qwen2", "deepseek-r1-qwen", "megrez"};
 // Names llama.cpp splits with { "\p{N}", GPT-2's regex }.
 constexpr std::array<std::string_view, 7> kDigitsThenGpt2Names = {
     "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"};
@@ -30,6 +32,11 @@ Status BuildPreTokenizer(const std::string& pre, BpeTokenizerSpec* spec) {
     STRATA_ASSIGN_OR_RETURN(Regex split, Regex::Compile(kLlama3SplitPattern));
     spec->pre_tokenizer.AddSplit(std::move(split), SplitBehavior::kIsolated, /*invert=*/false);
     spec->model_options.ignore_merges = true;
+    return Status::Ok();
+  }
+  if (Contains(kQwen2Names, pre)) {
+    STRATA_ASSIGN_OR_RETURN(Regex split, Regex::Compile(kQwen2SplitPattern));
+    spec->pre_tokenizer.AddSplit(std::move(split), SplitBehavior::kIsolated, /*invert=*/false);
     return Status::Ok();
   }
   if (Contains(kDigitsThenGpt2Names, pre)) {

@@ -20,6 +20,10 @@ inline constexpr std::string_view kGpt2SplitPattern =
 inline constexpr std::string_view kLlama3SplitPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*)"
     R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The split of Qwen2's tokenizer.json (and llama.cpp's "qwen2"): Llama 3's with single digits.
+inline constexpr std::string_view kQwen2SplitPattern =
+    R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*)"
+    R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
 
 // What a Split step does with the matches of its pattern (tokenizers' SplitDelimiterBehavior).
 enum class SplitBehavior {

@@ -136,13 +136,49 @@ TEST(HfConfigTest, LlamaUnsupported) {
   j["hidden_act"] = "gelu";
   ExpectError(j, StatusCode::kUnsupported, "hidden_act");
   j = SmolLm2();
-  j["model_type"] = "qwen2";
-  ExpectError(j, StatusCode::kUnsupported, "'qwen2'");
+  j["model_type"] = "gemma";
+  ExpectError(j, StatusCode::kUnsupported, "'gemma'");
   j["model_type"] = "mistral";
   j["sliding_window"] = 4096;
   ExpectError(j, StatusCode::kUnsupported, "sliding-window");
   j["sliding_window"] = nullptr;
   EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
+}
+
+// Qwen2: Llama's layout with q/k/v biases and none on o (its config has no attention_bias key);
+// sliding-window layers are refused, as in transformers' rule: from max_window_layers on, when
+// use_sliding_window is set, or as layer_types lists them.
+TEST(HfConfigTest, Qwen2) {
+  json j = SmolLm2();
+  j["model_type"] = "qwen2";
+  j["rope_theta"] = 1000000.0;
+  j["use_sliding_window"] = false;
+  j["sliding_window"] = 4096;
+  j["max_window_layers"] = 21;
+  Result<ModelConfig> c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->attention_bias);
+  EXPECT_FALSE(c->attention_output_bias);
+  EXPECT_FALSE(c->mlp_bias);
+  EXPECT_EQ(c->rope_theta, 1e6f);
+
+  j["use_sliding_window"] = true;
+  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
+  j["max_window_layers"] = 30;  // every one of the 30 layers attends to the whole context
+  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 30; ++i)
+    j["layer_types"].push_back(i < 29 ? "full_attention" : "sliding_attention");
+  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
+  j["layer_types"][29] = "full_attention";
+  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
+
+  // A Llama with attention_bias keeps the o projection's bias.
+  j = SmolLm2();
+  j["attention_bias"] = true;
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->attention_output_bias);
 }
 
 TEST(HfConfigTest, Malformed) {
@@ -184,6 +220,7 @@ TEST(HfConfigTest, Opt) {
   EXPECT_FALSE(c->gated_mlp);
   EXPECT_FALSE(c->use_rope);
   EXPECT_TRUE(c->attention_bias);
+  EXPECT_TRUE(c->attention_output_bias);
   EXPECT_TRUE(c->mlp_bias);
   EXPECT_TRUE(c->tie_word_embeddings);
   EXPECT_EQ(c->position_offset, 2);

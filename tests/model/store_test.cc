@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "kernels/cpu/weight_q4.h"
@@ -96,7 +97,8 @@ TEST_P(StoreFixtureTest, RoundTripsByteForByte) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreFixtureTest,
-                         ::testing::Values("llama-gqa", "llama-bias", "llama3-rope", "opt"),
+                         ::testing::Values("llama-gqa", "llama-bias", "llama3-rope", "opt",
+                                           "qwen2"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;
@@ -300,6 +302,22 @@ TEST(StoreTest, RefusesBadDirectoriesAndManifests) {
   const Status outside = edited("\"offset\": 0,", "\"offset\": 409600000,");
   EXPECT_NE(outside.message().find("lies outside tensors.bin"), std::string::npos)
       << outside.message();
+}
+
+// Stores converted before Qwen2 support have no attention_output_bias key: the o projection's bias
+// then goes with the q/k/v biases, as it did when they were written.
+TEST(StoreTest, ManifestWithoutOutputBiasKeyKeepsTheOutputBias) {
+  std::unique_ptr<Model> original = Load(Fixture("llama-bias"));
+  ASSERT_NE(original, nullptr);
+  const fs::path store = FreshDir() / "store";
+  ASSERT_TRUE(WriteStore(*original, store.string()).ok());
+  nlohmann::json manifest = nlohmann::json::parse(ReadAll(store / kStoreManifestName));
+  ASSERT_EQ(manifest["config"].erase("attention_output_bias"), 1u);
+  WriteFile(store / kStoreManifestName, manifest.dump(2));
+  Result<std::unique_ptr<Model>> loaded = LoadStore(store.string());
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  EXPECT_TRUE((*loaded)->config().attention_output_bias);
+  ExpectSameWeights(*original, **loaded);
 }
 
 TEST(StoreTest, FullDiskWhileConvertingLeavesNoManifest) {

@@ -1,9 +1,12 @@
-// Parity with Hugging Face transformers: small random-weight OPT and Llama models built by
+// Parity with Hugging Face transformers: small random-weight OPT, Llama and Qwen2 models built by
 // scripts/make_fixtures.py, their logits and greedy tokens recorded there. strata must reproduce
 // the logits to 1e-4 relative error and the greedy tokens exactly, with the prompts batched
-// together (left padding) as `strata run` batches them.
+// together (left padding) as `strata run` batches them. The Qwen2 fixture is also read as the
+// GGUF file llama.cpp's conventions make of it (tests/data/gguf/hf_qwen2_to_gguf.py), tokenizer
+// included.
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -17,20 +20,26 @@
 namespace strata {
 namespace {
 
-const std::string kFixtures = std::string(STRATA_SOURCE_DIR) + "/tests/data/fixtures/";
+const std::string kData = std::string(STRATA_SOURCE_DIR) + "/tests/data/";
+
+// A model to load and the fixture whose expected.json it must reproduce.
+struct ParityCase {
+  std::string model;    // relative to tests/data
+  std::string fixture;  // a directory of tests/data/fixtures
+};
 
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
 }
 
-class ParityTest : public ::testing::TestWithParam<std::string> {};
+class ParityTest : public ::testing::TestWithParam<ParityCase> {};
 
 TEST_P(ParityTest, LogitsAndGreedyTokensMatchTransformers) {
-  const std::string dir = kFixtures + GetParam();
-  ASSERT_TRUE(std::filesystem::exists(dir + "/expected.json")) << dir;
-  const nlohmann::json expected = ReadJson(dir + "/expected.json");
-  auto model = LoadModel(dir);
+  const std::string expected_path = kData + "fixtures/" + GetParam().fixture + "/expected.json";
+  ASSERT_TRUE(std::filesystem::exists(expected_path)) << expected_path;
+  const nlohmann::json expected = ReadJson(expected_path);
+  auto model = LoadModel(kData + GetParam().model);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto tokenizer = LoadTokenizerForModel(**model);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
@@ -77,8 +86,19 @@ TEST_P(ParityTest, LogitsAndGreedyTokensMatchTransformers) {
   }
 }
 
+ParityCase Fixture(const std::string& name) { return {"fixtures/" + name, name}; }
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
-                         ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias"));
+                         ::testing::Values(Fixture("opt"), Fixture("llama-gqa"),
+                                           Fixture("llama3-rope"), Fixture("llama-bias"),
+                                           Fixture("qwen2"),
+                                           ParityCase{"gguf/qwen2-tiny.gguf", "qwen2"}),
+                         [](const auto& info) {
+                           std::string n = info.param.model.substr(info.param.model.find('/') + 1);
+                           for (char& c : n)
+                             c = std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace strata

@@ -102,7 +102,8 @@ TEST_P(BpeGoldenTest, ConcurrentEncodesAgree) {
   EXPECT_EQ(mismatches, std::vector<int>(4, 0));
 }
 
-INSTANTIATE_TEST_SUITE_P(Styles, BpeGoldenTest, ::testing::Values("gpt2_style", "llama3_style"));
+INSTANTIATE_TEST_SUITE_P(Styles, BpeGoldenTest,
+                         ::testing::Values("gpt2_style", "llama3_style", "qwen2_style"));
 
 // The GPT-2 style model under other pre-tokenizers: Digits, every Split behaviour, invert,
 // String patterns and add_prefix_space.

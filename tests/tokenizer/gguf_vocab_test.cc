@@ -78,6 +78,43 @@ TEST(GgufVocabTest, PreTokenizerNames) {
   EXPECT_EQ(unknown->Encode(" 123", false), gpt2->Encode(" 123", false));
 }
 
+// The qwen2_style vocabulary of the BPE goldens as a GGUF file would carry it (tokens by id,
+// added tokens as control tokens, merges as "left right"), with llama.cpp's pre-tokenizer "qwen2".
+GgufVocab Qwen2StyleVocab() {
+  const json j =
+      testing_util::ReadJson(testing_util::TokenizerDataPath("qwen2_style/tokenizer.json"));
+  GgufVocab vocab;
+  vocab.model = "gpt2";
+  vocab.pre = "qwen2";
+  vocab.tokens.resize(j["model"]["vocab"].size());
+  vocab.token_types.assign(vocab.tokens.size(), 1);
+  for (const auto& [token, id] : j["model"]["vocab"].items()) {
+    vocab.tokens[id.get<size_t>()] = token;
+  }
+  for (const json& added : j["added_tokens"]) {
+    vocab.token_types[added["id"].get<size_t>()] = 3;
+  }
+  for (const json& merge : j["model"]["merges"]) {
+    vocab.merges.push_back(merge[0].get<std::string>() + " " + merge[1].get<std::string>());
+  }
+  return vocab;
+}
+
+// llama.cpp's "qwen2" split (Llama 3's with single digits, merges applied) against the ids the
+// tokenizers library gives for the same vocabulary without its NFC step (`gguf_cases`).
+TEST(GgufVocabTest, Qwen2SplitsDigitsOneByOneLikeTheTokenizersLibrary) {
+  std::unique_ptr<Tokenizer> qwen2 = Build(Qwen2StyleVocab());
+  ASSERT_NE(qwen2, nullptr);
+  const json golden =
+      testing_util::ReadJson(testing_util::TokenizerDataPath("bpe_golden.json"))["qwen2_style"];
+  ASSERT_GT(golden["gguf_cases"].size(), 30u);
+  for (const json& c : golden["gguf_cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(qwen2->Encode(text, false), c["ids"].get<std::vector<int32_t>>()) << Escaped(text);
+  }
+  EXPECT_EQ(qwen2->Encode("12345", false).size(), 5u);
+}
+
 TEST(GgufVocabTest, ControlAndUserDefinedTokensMatchLiterally) {
   std::unique_ptr<Tokenizer> t = Build(SmallVocab("gpt-2"));
   ASSERT_NE(t, nullptr);

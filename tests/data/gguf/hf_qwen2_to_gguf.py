@@ -1,0 +1,396 @@
+"""Converts a small Hugging Face Qwen2ForCausalLM directory to an all-F32 GGUF file the way
+llama.cpp's convert_hf_to_gguf.py does for the QWEN2 architecture, so that strata's GGUF path
+can be checked against the transformers reference of the same weights
+(tests/data/fixtures/qwen2, made by scripts/make_fixtures.py).
+
+  python tests/data/gguf/hf_qwen2_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
+
+  e.g. python tests/data/gguf/hf_qwen2_to_gguf.py tests/data/fixtures/qwen2 \\
+           tests/data/gguf/qwen2-tiny.gguf --check tests/data/fixtures/qwen2/expected.json
+
+Needs gguf (gguf-py) and numpy (--check also needs tokenizers). Reads the safetensors files
+itself (F32, F16 and BF16), so it needs neither torch nor transformers.
+
+What it writes, following convert_hf_to_gguf.py (Qwen2Model, TextModel, _set_vocab_gpt2):
+  - general.architecture "qwen2"; qwen2.context_length, embedding_length, block_count,
+    feed_forward_length, attention.head_count, attention.head_count_kv, attention.key_length
+    and value_length (config.json has head_dim), rope.freq_base, attention.layer_norm_rms_epsilon.
+  - Every tensor as F32 (bf16/fp16 upcast exactly), in HF's [out, in] row-major layout (gguf-py
+    records ne reversed). q/k are NOT permuted: unlike LlamaModel, Qwen2Model keeps HF's
+    rotate_half (NeoX) row order and llama.cpp runs qwen2 with NeoX RoPE. output.weight only when
+    the embeddings are not tied. Qwen2 has q/k/v biases and no o_proj bias.
+  - tokenizer.ggml.model "gpt2", pre "qwen2", tokens by id (model.vocab + added_tokens; ids
+    without a token become "[PAD<id>]", type UNUSED), token_type (NORMAL, CONTROL for special
+    added tokens, USER_DEFINED for other added tokens), merges "a b", bos/eos ids from
+    config.json, add_bos_token / add_eos_token from tokenizer_config.json or, failing that, from
+    tokenizer.json's TemplateProcessing post-processor.
+
+The file is read back with GGUFReader and its keys, tensor shapes and values checked. With
+--check, a float64 numpy forward pass of every prompt of EXPECTED_JSON ("input_ids") that uses
+ONLY the tensors and keys read back from the GGUF (RMSNorm, q/k/v with bias, NeoX RoPE, GQA
+causal attention, SwiGLU, final norm, lm_head) is compared with the transformers logits there
+(max |diff| / max |logit| must be < 1e-4), and the GGUF vocabulary with llama.cpp's qwen2 split
+regex is checked to encode every prompt to its ids.
+"""
+import argparse
+import json
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import gguf
+from gguf import GGMLQuantizationType as T
+
+ARCH = "qwen2"
+# llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2 split regex (src/llama-vocab.cpp), as in
+# transformers' Qwen2Tokenizer.
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+               r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
+
+# HF parameter name (after "model.layers.N.") -> llama.cpp tensor name (after "blk.N.").
+LAYER_TENSORS = {
+    "input_layernorm.weight": "attn_norm.weight",
+    "self_attn.q_proj.weight": "attn_q.weight",
+    "self_attn.q_proj.bias": "attn_q.bias",
+    "self_attn.k_proj.weight": "attn_k.weight",
+    "self_attn.k_proj.bias": "attn_k.bias",
+    "self_attn.v_proj.weight": "attn_v.weight",
+    "self_attn.v_proj.bias": "attn_v.bias",
+    "self_attn.o_proj.weight": "attn_output.weight",
+    "post_attention_layernorm.weight": "ffn_norm.weight",
+    "mlp.gate_proj.weight": "ffn_gate.weight",
+    "mlp.up_proj.weight": "ffn_up.weight",
+    "mlp.down_proj.weight": "ffn_down.weight",
+}
+GLOBAL_TENSORS = {
+    "model.embed_tokens.weight": "token_embd.weight",
+    "model.norm.weight": "output_norm.weight",
+    "lm_head.weight": "output.weight",
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Hugging Face side
+# --------------------------------------------------------------------------------------------
+def read_safetensors(path: Path) -> dict:
+    """name -> float32 array of one .safetensors file (F32, F16 or BF16)."""
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    body = memoryview(raw)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        begin, end = info["data_offsets"]
+        buf = body[begin:end]
+        if info["dtype"] == "BF16":   # the high half of a float32
+            a = (np.frombuffer(buf, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
+        elif info["dtype"] == "F16":
+            a = np.frombuffer(buf, dtype="<f2").astype(np.float32)
+        elif info["dtype"] == "F32":
+            a = np.frombuffer(buf, dtype="<f4").copy()
+        else:
+            sys.exit(f"{path}: {name}: dtype {info['dtype']} is not supported")
+        out[name] = a.reshape(info["shape"])
+    return out
+
+
+def read_hf_weights(hf_dir: Path) -> dict:
+    index = hf_dir / "model.safetensors.index.json"
+    files = (sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.exists()
+             else ["model.safetensors"])
+    weights = {}
+    for f in files:
+        weights.update(read_safetensors(hf_dir / f))
+    return weights
+
+
+def rope_theta(cfg: dict) -> float:
+    if "rope_theta" in cfg:
+        return float(cfg["rope_theta"])
+    rp = cfg.get("rope_parameters") or {}
+    return float(rp.get("rope_theta", 10000.0))
+
+
+def check_config(cfg: dict):
+    if cfg.get("model_type") != "qwen2":
+        sys.exit(f"model_type is {cfg.get('model_type')!r}, not 'qwen2'")
+    if cfg.get("use_sliding_window"):
+        sys.exit("use_sliding_window is true; this converter writes full attention only")
+    scaling = cfg.get("rope_scaling") or (cfg.get("rope_parameters") or {})
+    if scaling.get("rope_type", scaling.get("type", "default")) not in ("default", None):
+        sys.exit(f"rope scaling {scaling} is not supported here")
+
+
+def vocab_from_tokenizer(hf_dir: Path, n_vocab: int):
+    """tokens, token types and merges as _set_vocab_gpt2 writes them."""
+    tj = json.loads((hf_dir / "tokenizer.json").read_text(encoding="utf-8"))
+    if tj["model"]["type"] != "BPE":
+        sys.exit(f"tokenizer model {tj['model']['type']} is not BPE")
+    by_id = {i: (tok, TOKEN_NORMAL) for tok, i in tj["model"]["vocab"].items()}
+    for t in tj.get("added_tokens", []):
+        by_id[t["id"]] = (t["content"], TOKEN_CONTROL if t["special"] else TOKEN_USER_DEFINED)
+    if max(by_id) >= n_vocab:
+        sys.exit(f"tokenizer has id {max(by_id)} but the model's vocab_size is {n_vocab}")
+    tokens, types = [], []
+    for i in range(n_vocab):
+        tok, typ = by_id.get(i, (f"[PAD{i}]", TOKEN_UNUSED))
+        tokens.append(tok)
+        types.append(typ)
+    # Older tokenizer.json files store merges as "a b" strings, newer ones as ["a", "b"] pairs.
+    merges = [m if isinstance(m, str) else " ".join(m) for m in tj["model"].get("merges", [])]
+    return tj, tokens, types, merges
+
+
+def adds_special(tj: dict, tc: dict, key: str, token_id, tokens):
+    """Whether the tokenizer adds bos (key "bos") / eos ("eos") around a single sequence."""
+    if f"add_{key}_token" in tc:
+        return bool(tc[f"add_{key}_token"])
+    pp = tj.get("post_processor") or {}
+    procs = pp.get("processors", [pp]) if pp.get("type") == "Sequence" else [pp]
+    for p in procs:
+        if p.get("type") == "TemplateProcessing" and token_id is not None:
+            single = p["single"]
+            edge = single[0] if key == "bos" else single[-1]
+            if "SpecialToken" in edge:
+                return edge["SpecialToken"]["id"] == tokens[token_id]
+            return False
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# Conversion
+# --------------------------------------------------------------------------------------------
+def convert(hf_dir: Path, out: Path):
+    cfg = json.loads((hf_dir / "config.json").read_text())
+    check_config(cfg)
+    tc_path = hf_dir / "tokenizer_config.json"
+    tc = json.loads(tc_path.read_text()) if tc_path.exists() else {}
+    n_vocab = int(cfg["vocab_size"])
+    n_layer = int(cfg["num_hidden_layers"])
+    n_head = int(cfg["num_attention_heads"])
+    n_embd = int(cfg["hidden_size"])
+    tied = bool(cfg.get("tie_word_embeddings", False))
+
+    w = gguf.GGUFWriter(str(out), ARCH)
+    w.add_name(hf_dir.name)
+    w.add_context_length(int(cfg["max_position_embeddings"]))
+    w.add_embedding_length(n_embd)
+    w.add_block_count(n_layer)
+    w.add_feed_forward_length(int(cfg["intermediate_size"]))
+    w.add_head_count(n_head)
+    w.add_head_count_kv(int(cfg.get("num_key_value_heads", n_head)))
+    if cfg.get("head_dim") is not None:
+        w.add_key_length(int(cfg["head_dim"]))
+        w.add_value_length(int(cfg["head_dim"]))
+    w.add_rope_freq_base(rope_theta(cfg))
+    w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+    w.add_file_type(gguf.LlamaFileType.ALL_F32)
+
+    tj, tokens, types, merges = vocab_from_tokenizer(hf_dir, n_vocab)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("qwen2")
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    bos, eos = cfg.get("bos_token_id"), cfg.get("eos_token_id")
+    if bos is not None:
+        w.add_bos_token_id(int(bos))
+    if eos is not None:
+        w.add_eos_token_id(int(eos if not isinstance(eos, list) else eos[0]))
+    if cfg.get("pad_token_id") is not None:
+        w.add_pad_token_id(int(cfg["pad_token_id"]))
+    w.add_add_bos_token(adds_special(tj, tc, "bos", bos, tokens))
+    w.add_add_eos_token(adds_special(tj, tc, "eos", eos, tokens))
+    if tc.get("chat_template"):
+        w.add_chat_template(tc["chat_template"])
+
+    weights = read_hf_weights(hf_dir)
+    names = {}
+    for hf_name in weights:
+        if hf_name in GLOBAL_TENSORS:
+            names[hf_name] = GLOBAL_TENSORS[hf_name]
+            continue
+        parts = hf_name.split(".")
+        suffix = ".".join(parts[3:])
+        if parts[:2] != ["model", "layers"] or suffix not in LAYER_TENSORS:
+            sys.exit(f"unexpected tensor {hf_name}")
+        names[hf_name] = f"blk.{int(parts[2])}.{LAYER_TENSORS[suffix]}"
+    if tied:
+        names.pop("lm_head.weight", None)  # llama.cpp uses token_embd.weight for the output
+    elif "lm_head.weight" not in names:
+        sys.exit("tie_word_embeddings is false but there is no lm_head.weight")
+
+    def order(item):  # llama.cpp's order: token_embd, the blocks, output_norm, output
+        gg = item[1]
+        if gg.startswith("blk."):
+            return (1, int(gg.split(".")[1]), list(LAYER_TENSORS.values()).index(gg.split(".", 2)[2]))
+        return (0 if gg == "token_embd.weight" else 2 if gg == "output_norm.weight" else 3, 0, 0)
+
+    for hf_name, gg_name in sorted(names.items(), key=order):
+        w.add_tensor(gg_name, np.ascontiguousarray(weights[hf_name], dtype=np.float32), raw_dtype=T.F32)
+    w.add_quantization_version(gguf.GGML_QUANT_VERSION)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return cfg, weights, names
+
+
+# --------------------------------------------------------------------------------------------
+# Read back and check
+# --------------------------------------------------------------------------------------------
+def field(r, key):
+    return r.fields[key].contents()
+
+
+def tensors_of(r) -> dict:
+    """name -> float32 array in HF's [out, in] layout (outermost first)."""
+    out = {}
+    for t in r.tensors:
+        assert t.tensor_type == T.F32, (t.name, t.tensor_type.name)
+        out[t.name] = np.asarray(t.data, dtype=np.float32).reshape([int(d) for d in reversed(t.shape)])
+    return out
+
+
+def check_readback(out: Path, cfg: dict, weights: dict, names: dict):
+    r = gguf.GGUFReader(str(out))
+    expect = {
+        "general.architecture": ARCH,
+        f"{ARCH}.context_length": cfg["max_position_embeddings"],
+        f"{ARCH}.embedding_length": cfg["hidden_size"],
+        f"{ARCH}.block_count": cfg["num_hidden_layers"],
+        f"{ARCH}.feed_forward_length": cfg["intermediate_size"],
+        f"{ARCH}.attention.head_count": cfg["num_attention_heads"],
+        f"{ARCH}.attention.head_count_kv": cfg["num_key_value_heads"],
+        f"{ARCH}.rope.freq_base": rope_theta(cfg),
+        f"{ARCH}.attention.layer_norm_rms_epsilon": cfg["rms_norm_eps"],
+        "tokenizer.ggml.model": "gpt2",
+        "tokenizer.ggml.pre": "qwen2",
+    }
+    for k, v in expect.items():
+        got = field(r, k)
+        ok = np.isclose(got, v, rtol=1e-6) if isinstance(v, float) else got == v
+        assert ok, (k, got, v)
+    assert len(field(r, "tokenizer.ggml.tokens")) == cfg["vocab_size"]
+    t = tensors_of(r)
+    assert set(t) == set(names.values()), sorted(set(t) ^ set(names.values()))
+    for hf_name, gg_name in names.items():
+        assert t[gg_name].shape == weights[hf_name].shape, (gg_name, t[gg_name].shape)
+        assert np.array_equal(t[gg_name], weights[hf_name]), gg_name  # exact, q/k not permuted
+    print(f"read back: {len(t)} F32 tensors, {len(r.fields)} fields; keys, shapes and values match "
+          f"(output.weight {'present' if 'output.weight' in t else 'absent: tied embeddings'})")
+    return r
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def forward(r, ids):
+    """Logits [len(ids), vocab] of one sequence from the GGUF's tensors and keys alone (float64)."""
+    t = {k: v.astype(np.float64) for k, v in tensors_of(r).items()}
+    n_layer = int(field(r, f"{ARCH}.block_count"))
+    n_head = int(field(r, f"{ARCH}.attention.head_count"))
+    n_kv = int(field(r, f"{ARCH}.attention.head_count_kv"))
+    eps = float(field(r, f"{ARCH}.attention.layer_norm_rms_epsilon"))
+    theta = float(field(r, f"{ARCH}.rope.freq_base"))
+    n_embd = int(field(r, f"{ARCH}.embedding_length"))
+    hd = (int(field(r, f"{ARCH}.attention.key_length"))
+          if f"{ARCH}.attention.key_length" in r.fields else n_embd // n_head)
+    n = len(ids)
+
+    inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)       # [hd/2]
+    ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]       # [n, hd/2]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):  # x [n, heads, hd]; NeoX / rotate_half: pairs (i, i + hd/2)
+        a, b = x[..., :hd // 2], x[..., hd // 2:]
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+
+    causal = np.triu(np.full((n, n), -np.inf), k=1)
+    x = t["token_embd.weight"][ids]
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        h = rms_norm(x, t[p + "attn_norm.weight"], eps)
+        q = (h @ t[p + "attn_q.weight"].T + t[p + "attn_q.bias"]).reshape(n, n_head, hd)
+        k = (h @ t[p + "attn_k.weight"].T + t[p + "attn_k.bias"]).reshape(n, n_kv, hd)
+        v = (h @ t[p + "attn_v.weight"].T + t[p + "attn_v.bias"]).reshape(n, n_kv, hd)
+        q, k = rope(q), rope(k)
+        att = np.empty((n, n_head, hd))
+        for hh in range(n_head):
+            kv = hh // (n_head // n_kv)
+            s = q[:, hh, :] @ k[:, kv, :].T / np.sqrt(hd) + causal
+            s = np.exp(s - s.max(axis=-1, keepdims=True))
+            att[:, hh, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
+        x = x + att.reshape(n, n_head * hd) @ t[p + "attn_output.weight"].T
+        h = rms_norm(x, t[p + "ffn_norm.weight"], eps)
+        g = h @ t[p + "ffn_gate.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * (h @ t[p + "ffn_up.weight"].T)) @ t[p + "ffn_down.weight"].T
+    x = rms_norm(x, t["output_norm.weight"], eps)
+    return x @ t.get("output.weight", t["token_embd.weight"]).T
+
+
+def check_tokenizer(r, expected):
+    """The GGUF vocabulary + merges with llama.cpp's qwen2 pre-tokenizer encode every prompt of
+    EXPECTED_JSON to its input_ids (BOS prepended when add_bos_token is set)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    tokens = field(r, "tokenizer.ggml.tokens")
+    types = field(r, "tokenizer.ggml.token_type")
+    merges = [tuple(m.split(" ")) for m in field(r, "tokenizer.ggml.merges")]
+    vocab = {tok: i for i, tok in enumerate(tokens)}
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([tokens[i] for i, ty in enumerate(types) if ty == TOKEN_CONTROL])
+    bos = [int(field(r, "tokenizer.ggml.bos_token_id"))] if field(r, "tokenizer.ggml.add_bos_token") else []
+    for prompt, ids in zip(expected["prompts"], expected["input_ids"]):
+        got = bos + tok.encode(prompt, add_special_tokens=False).ids
+        assert got == ids, (prompt, got, ids)
+    print(f"tokenizer: the GGUF vocabulary with pre 'qwen2' gives expected.json's input_ids for all "
+          f"{len(expected['prompts'])} prompts (add_bos_token={bool(bos)})")
+
+
+def check_logits(r, expected_path: Path):
+    expected = json.loads(expected_path.read_text(encoding="utf-8"))
+    check_tokenizer(r, expected)
+    worst = 0.0
+    for i, (ids, logits) in enumerate(zip(expected["input_ids"], expected["logits"])):
+        ref = np.asarray(logits, dtype=np.float64)
+        got = forward(r, ids)
+        assert got.shape == ref.shape, (got.shape, ref.shape)
+        err = np.abs(got - ref)
+        rel = err.max() / np.abs(ref).max()
+        big = np.abs(ref) >= 1.0
+        print(f"numpy forward from the GGUF vs transformers, prompt {i} ({len(ids)} tokens): "
+              f"max |diff| {err.max():.3g}, max |diff| / max |logit| {rel:.3g}, "
+              f"max rel where |logit| >= 1 {(err[big] / np.abs(ref[big])).max():.3g}, "
+              f"argmax agree {np.array_equal(got.argmax(-1), ref.argmax(-1))}")
+        worst = max(worst, rel)
+    # transformers computes in float32 (its RMSNorm and RoPE tables in float32 even for a
+    # float64 model) and expected.json keeps 7 significant digits: ~1e-6 is agreement.
+    assert worst < 1e-4, worst
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("hf_dir", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--check", type=Path, metavar="EXPECTED_JSON",
+                    help="compare a numpy forward pass from the written GGUF with these logits")
+    args = ap.parse_args()
+    cfg, weights, names = convert(args.hf_dir, args.out)
+    print(f"wrote {args.out}: {args.out.stat().st_size} bytes")
+    r = check_readback(args.out, cfg, weights, names)
+    if args.check:
+        check_logits(r, args.check)
+
+
+if __name__ == "__main__":
+    main()
