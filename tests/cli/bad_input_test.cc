@@ -103,7 +103,9 @@ TEST_F(CliTest, EveryBadLineGetsAnErrorLineAndEveryGoodLineCompletes) {
       EXPECT_EQ(j["error"]["code"], e.code) << "line " << n << ": " << j.dump();
       const std::string message = j["error"]["message"];
       EXPECT_NE(message.find(e.piece), std::string::npos) << "line " << n << ": " << message;
-      if (!e.custom_id.empty()) EXPECT_EQ(j["custom_id"], e.custom_id) << "line " << n;
+      if (!e.custom_id.empty()) {
+        EXPECT_EQ(j["custom_id"], e.custom_id) << "line " << n;
+      }
     } else {
       const std::string id = j["custom_id"];
       ASSERT_TRUE(ok_lines.count(id)) << j.dump();
