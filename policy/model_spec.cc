@@ -56,6 +56,7 @@ Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string&
   reader.Bool("gated_mlp", &spec.gated_mlp);
   reader.OptionalBool("linear_bias", &spec.linear_bias);
   reader.OptionalBool("qkv_bias", &spec.qkv_bias);
+  reader.OptionalBool("qk_norm", &spec.qk_norm);
   reader.OptionalBool("norm_bias", &spec.norm_bias);
   reader.OptionalInt("position_embedding_rows", &spec.position_embedding_rows, 0);
   reader.OptionalBool("tie_word_embeddings", &spec.tie_word_embeddings);
@@ -88,6 +89,7 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
       << "gated_mlp: " << b(spec.gated_mlp) << "\n"
       << "linear_bias: " << b(spec.linear_bias) << "\n"
       << "qkv_bias: " << b(spec.qkv_bias) << "\n"
+      << "qk_norm: " << b(spec.qk_norm) << "\n"
       << "norm_bias: " << b(spec.norm_bias) << "\n"
       << "position_embedding_rows: " << spec.position_embedding_rows << "\n"
       << "tie_word_embeddings: " << b(spec.tie_word_embeddings) << "\n"

@@ -23,6 +23,7 @@ struct ModelSpec {
   bool gated_mlp = false;            // gate, up, down (SwiGLU) instead of fc1, fc2
   bool linear_bias = false;          // q/k/v/o and MLP projections carry biases (OPT)
   bool qkv_bias = false;             // q/k/v projections carry biases (Qwen2; implied by the above)
+  bool qk_norm = false;              // per-head RMSNorm weights [head_dim] for q and k (Qwen3)
   bool norm_bias = false;            // LayerNorm with bias (OPT) instead of RMSNorm
   int position_embedding_rows = 0;   // rows of a learned position table (OPT: max + 2); 0: RoPE
   bool tie_word_embeddings = false;  // the output projection is the input embedding
@@ -39,7 +40,7 @@ struct ModelSpec {
 };
 
 // YAML with one key per field. Every key is required except position_embedding_rows (default 0),
-// tie_word_embeddings, linear_bias, qkv_bias, norm_bias, q4_weights (default false) and
+// tie_word_embeddings, linear_bias, qkv_bias, qk_norm, norm_bias, q4_weights (default false) and
 // activation_dtype_bytes (default 2); unknown keys are errors. Messages name the key and `origin`.
 Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string& origin);
 Result<ModelSpec> LoadModelSpecYaml(const std::string& path);

@@ -31,7 +31,9 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
   WeightLayer block{LayerKind::kTransformer, m.num_layers, {}};
   add_norm(block.tensors, "attention_norm");
   add_linear(block.tensors, "q_proj", q_out, h, qkv_bias);
+  if (m.qk_norm) block.tensors.push_back(vec("q_norm.weight", m.head_dim));
   add_linear(block.tensors, "k_proj", kv_out, h, qkv_bias);
+  if (m.qk_norm) block.tensors.push_back(vec("k_norm.weight", m.head_dim));
   add_linear(block.tensors, "v_proj", kv_out, h, qkv_bias);
   add_linear(block.tensors, "o_proj", h, q_out, m.linear_bias);
   add_norm(block.tensors, "mlp_norm");

@@ -23,8 +23,13 @@ A. tests/data/fixtures/<name>/  -- tiny random-weight models, each a normal Hugg
                   embeddings, rope_theta 1e6; bfloat16 weights. config.json in the classic hub
                   layout (top-level "rope_theta"), "model_type": "qwen2"; tokenizer_config.json
                   has unk_token/pad_token null (see the note in SPECS).
+     qwen3        Qwen3ForCausalLM, no q/k/v/o biases, per-head RMSNorm of q and k (q_norm/k_norm,
+                  [head_dim] weights) before RoPE, 4 heads / 2 kv heads, head_dim 32 so that
+                  heads * head_dim = 128 != hidden_size 64, tied embeddings, rope_theta 1e6;
+                  bfloat16 weights. config.json in the classic hub layout (top-level
+                  "rope_theta"), "model_type": "qwen3".
 
-   All five share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
+   All six share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
    library on the English text embedded below (GPT-2 ByteLevel pre-tokenizer and decoder).
    Special tokens: 0 "<s>", 1 "<pad>", 2 "</s>", 3 "<unk>", 4 "<|begin_of_text|>",
    5 "<|end_of_text|>". OPT: bos=eos=2 ("</s>"), pad=1, unk=3, post-processor prepends "</s>".
@@ -99,6 +104,8 @@ from transformers import (  # noqa: E402
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
 )
 
 REPO = Path(__file__).resolve().parent.parent
@@ -293,6 +300,20 @@ SPECS = [
                                     head_dim=16, tie_word_embeddings=True, rope_theta=1000000.0,
                                     use_sliding_window=False, **dict(COMMON_LLAMA, rms_norm_eps=1e-6)),
          cls=Qwen2ForCausalLM),
+    # Qwen3: no q/k/v biases (attention_bias=False) but an RMSNorm over each head's head_dim slice
+    # of q and k (self_attn.q_norm / k_norm, [head_dim] weights, randomized like every norm gain),
+    # applied after the projection and before RoPE. head_dim 32 makes num_heads * head_dim = 128
+    # differ from hidden_size 64, as in the real Qwen3 models. Unlike "qwen2", model_type "qwen3"
+    # is not in transformers' list of hub tokenizer classes it overrides, so tokenizer_class
+    # PreTrainedTokenizerFast is honoured and no unk/pad override is needed.
+    dict(name="qwen3", family="llama", dtype=torch.bfloat16, shard=None,
+         seed=SEED + 5 + 0,  # the first seed (of SEED + 5 + 1000*i) passing the checks in main
+         legacy_rope=dict(rope_theta=1000000.0),
+         config=lambda: Qwen3Config(num_hidden_layers=2, intermediate_size=128, num_key_value_heads=2,
+                                    head_dim=32, tie_word_embeddings=True, rope_theta=1000000.0,
+                                    attention_bias=False, use_sliding_window=False,
+                                    **dict(COMMON_LLAMA, rms_norm_eps=1e-6)),
+         cls=Qwen3ForCausalLM),
 ]
 
 

@@ -63,6 +63,7 @@ ModelConfig ConfigOf(const ModelSpec& s, int num_layers) {
   c.gated_mlp = s.gated_mlp;
   c.attention_bias = s.linear_bias || s.qkv_bias;
   c.attention_output_bias = c.mlp_bias = s.linear_bias;
+  c.qk_norm = s.qk_norm;
   c.tie_word_embeddings = s.tie_word_embeddings;
   c.use_rope = !opt;
   c.position_offset = opt ? s.position_embedding_rows - s.max_position_embeddings : 0;

@@ -17,9 +17,11 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
     note(*t);
   }
   for (const LayerWeights& l : w.layers) {
-    for (const TensorView* t : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
-                                &l.bk, &l.bv, &l.bo, &l.mlp_norm, &l.mlp_norm_bias, &l.w_gate,
-                                &l.b_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down}) {
+    for (const TensorView* t :
+         {&l.attn_norm, &l.attn_norm_bias, &l.wq,     &l.wk,     &l.wv,   &l.wo,
+          &l.bq,        &l.q_norm,         &l.k_norm, &l.bk,     &l.bv,   &l.bo,
+          &l.mlp_norm,  &l.mlp_norm_bias,  &l.w_gate, &l.b_gate, &l.w_up, &l.w_down,
+          &l.b_up,      &l.b_down}) {
       note(*t);
     }
     for (const TensorView* b : {&l.bq, &l.bk, &l.bv}) qkv_biases.insert(b->present());
@@ -52,6 +54,7 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   s.linear_bias = all_other;
   s.qkv_bias = all_qkv && !all_other;
   s.norm_bias = !w.layers.empty() && w.layers[0].attn_norm_bias.present();
+  s.qk_norm = c.qk_norm;
   s.position_embedding_rows =
       w.position_embedding.present() ? static_cast<int>(w.position_embedding.dim(0)) : 0;
   s.tie_word_embeddings = w.lm_head.data == w.token_embedding.data;

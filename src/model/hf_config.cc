@@ -77,10 +77,10 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
   return Status::Ok();
 }
 
-// Qwen2 attends within a sliding window in the layers from max_window_layers on when
+// Qwen2 and Qwen3 attend within a sliding window in the layers from max_window_layers on when
 // use_sliding_window is set (transformers 5 writes the outcome as layer_types); strata attends to
 // the whole context, so such a model would compute something else.
-Status RefuseQwen2SlidingWindow(const json& c, const std::string& source) {
+Status RefuseQwenSlidingWindow(const json& c, const std::string& source) {
   bool sliding = false;
   if (auto it = c.find("layer_types"); it != c.end() && it->is_array()) {
     for (const json& t : *it)
@@ -91,8 +91,8 @@ Status RefuseQwen2SlidingWindow(const json& c, const std::string& source) {
   }
   if (!sliding) return Status::Ok();
   return Status::Unsupported(source +
-                             ": Qwen2 sliding-window attention (use_sliding_window) is not "
-                             "supported; strata runs Qwen2 models with use_sliding_window false");
+                             ": Qwen sliding-window attention (use_sliding_window) is not "
+                             "supported; strata runs Qwen models with use_sliding_window false");
 }
 
 Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
@@ -102,7 +102,9 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
                                "' (only silu is supported)");
   }
   const std::optional<std::string> type = JsonString(c, "model_type");
-  if (type == "qwen2") STRATA_RETURN_IF_ERROR(RefuseQwen2SlidingWindow(c, source));
+  if (type == "qwen2" || type == "qwen3") {
+    STRATA_RETURN_IF_ERROR(RefuseQwenSlidingWindow(c, source));
+  }
   if (type == "mistral") {
     const std::optional<int64_t> window = JsonInt(c, "sliding_window");
     const int64_t max_pos = JsonInt(c, "max_position_embeddings").value_or(0);
@@ -130,6 +132,7 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   // Qwen2: biases on q/k/v, none on o (its config has no attention_bias key).
   m->attention_bias = type == "qwen2" || JsonBool(c, "attention_bias").value_or(false);
   m->attention_output_bias = type != "qwen2" && m->attention_bias;
+  m->qk_norm = type == "qwen3";
   m->mlp_bias = JsonBool(c, "mlp_bias").value_or(false);
   m->tie_word_embeddings = JsonBool(c, "tie_word_embeddings").value_or(false);
   m->use_rope = true;
@@ -203,12 +206,12 @@ Result<ModelConfig> ParseHfConfig(const json& config, const std::string& source)
   ModelConfig m;
   if (*type == "opt") {
     STRATA_RETURN_IF_ERROR(ParseOpt(config, source, &m));
-  } else if (*type == "llama" || *type == "mistral" || *type == "qwen2") {
+  } else if (*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "qwen3") {
     STRATA_RETURN_IF_ERROR(ParseLlama(config, source, &m));
   } else {
     return Status::Unsupported(
         source + ": model_type '" + *type +
-        "' is not supported (strata runs opt, llama, mistral and qwen2 models)");
+        "' is not supported (strata runs opt, llama, mistral, qwen2 and qwen3 models)");
   }
   // Some configs name a pad id past the vocabulary (an added token never trained); none is used.
   if (m.pad_token_id >= m.vocab_size) m.pad_token_id = -1;

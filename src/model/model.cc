@@ -38,9 +38,11 @@ uint64_t Model::weight_bytes() const {
     add(*v);
   }
   for (const LayerWeights& l : w.layers) {
-    for (const TensorView* v : {&l.attn_norm, &l.attn_norm_bias, &l.wq, &l.wk, &l.wv, &l.wo, &l.bq,
-                                &l.bk, &l.bv, &l.bo, &l.mlp_norm, &l.mlp_norm_bias, &l.w_gate,
-                                &l.b_gate, &l.w_up, &l.w_down, &l.b_up, &l.b_down}) {
+    for (const TensorView* v :
+         {&l.attn_norm, &l.attn_norm_bias, &l.wq,     &l.wk,     &l.wv,   &l.wo,
+          &l.bq,        &l.q_norm,         &l.k_norm, &l.bk,     &l.bv,   &l.bo,
+          &l.mlp_norm,  &l.mlp_norm_bias,  &l.w_gate, &l.b_gate, &l.w_up, &l.w_down,
+          &l.b_up,      &l.b_down}) {
       add(*v);
     }
   }

@@ -28,6 +28,7 @@ struct LayerWeights {
   TensorView attn_norm, attn_norm_bias;  // [hidden]
   TensorView wq, wk, wv, wo;             // [heads*head_dim, hidden], [kv*head_dim, hidden] x2, [hidden, heads*head_dim]
   TensorView bq, bk, bv, bo;             // OPT, and Llama with attention_bias
+  TensorView q_norm, k_norm;             // [head_dim]: per-head RMSNorm of q and k (Qwen3)
   TensorView mlp_norm, mlp_norm_bias;    // [hidden]
   TensorView w_gate;                     // [intermediate, hidden], gated MLP only
   TensorView b_gate;                     // [intermediate], Llama with mlp_bias only

@@ -46,6 +46,7 @@ struct ModelConfig {
   bool attention_bias = false;    // q/k/v projections carry biases (OPT, Qwen2, some Llamas)
   bool attention_output_bias = false;  // so does the o projection (OPT, those Llamas; not Qwen2)
   bool mlp_bias = false;          // fc1/fc2 (OPT) or gate/up/down (Llama) carry biases
+  bool qk_norm = false;           // each head of q and k is RMS-normalized before RoPE (Qwen3)
   bool tie_word_embeddings = false;
   bool use_rope = true;           // Llama: RoPE; OPT: learned absolute positions
   int position_offset = 0;        // OPT's learned positions start at index 2

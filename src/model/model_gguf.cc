@@ -1,6 +1,7 @@
-// LoadGgufModel: a GGUF file (or its shards) of architecture llama or qwen2 to a Model with every
-// tensor in F32, or deferred until asked for. qwen2 is llama's layout with biases on the q, k and v
-// projections, and llama.cpp's converter leaves its q/k rows as Hugging Face stores them (it
+// LoadGgufModel: a GGUF file (or its shards) of architecture llama, qwen2 or qwen3 to a Model with
+// every tensor in F32, or deferred until asked for. qwen2 is llama's layout with biases on the q,
+// k and v projections; qwen3 is llama's with a per-head RMSNorm of q and k (attn_q_norm,
+// attn_k_norm). llama.cpp's converter leaves their q/k rows as Hugging Face stores them (it
 // permutes llama's for ggml's interleaved RoPE; strata un-permutes those back).
 #include <algorithm>
 #include <cstring>
@@ -25,14 +26,15 @@ class GgufModelReader {
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
     if (arch == nullptr) return Corrupt("metadata 'general.architecture' is missing");
-    if (*arch != "llama" && *arch != "qwen2") {
+    if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen3") {
       return Status::Unsupported(gguf_.path() + ": GGUF architecture '" + *arch +
-                                 "' is not supported (strata reads llama and qwen2)");
+                                 "' is not supported (strata reads llama, qwen2 and qwen3)");
     }
     arch_ = *arch;
     ModelConfig& c = b_.config();
     c.arch = Architecture::kLlama;
     c.attention_bias = arch_ == "qwen2";
+    c.qk_norm = arch_ == "qwen3";
     STRATA_RETURN_IF_ERROR(Int(Key("block_count"), std::nullopt, &c.num_layers));
     STRATA_RETURN_IF_ERROR(Int(Key("context_length"), std::nullopt, &c.max_position_embeddings));
     STRATA_RETURN_IF_ERROR(Int(Key("embedding_length"), std::nullopt, &c.hidden_size));
@@ -124,6 +126,10 @@ class GgufModelReader {
         STRATA_RETURN_IF_ERROR(Expand(p + "attn_q.bias", {q}, 0, &l.bq));
         STRATA_RETURN_IF_ERROR(Expand(p + "attn_k.bias", {kv}, 0, &l.bk));
         STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.bias", {kv}, 0, &l.bv));
+      }
+      if (c.qk_norm) {
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_q_norm.weight", {c.head_dim}, 0, &l.q_norm));
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_k_norm.weight", {c.head_dim}, 0, &l.k_norm));
       }
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_output.weight", {h, q}, 0, &l.wo));
       STRATA_RETURN_IF_ERROR(Expand(p + "ffn_norm.weight", {h}, 0, &l.mlp_norm));
@@ -251,7 +257,7 @@ class GgufModelReader {
 
   const GgufShards& gguf_;
   ModelBuilder& b_;
-  std::string arch_;            // general.architecture: "llama" or "qwen2"
+  std::string arch_;            // general.architecture: "llama", "qwen2" or "qwen3"
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
 

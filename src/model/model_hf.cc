@@ -63,7 +63,8 @@ class HfTensors {
 
 Status LoadLlamaWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
   const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
-                kv = int64_t{c.num_kv_heads} * c.head_dim, ffn = c.intermediate_size;
+                kv = int64_t{c.num_kv_heads} * c.head_dim, ffn = c.intermediate_size,
+                d = c.head_dim;
   const bool bias = c.attention_bias;
   STRATA_RETURN_IF_ERROR(t.Get("embed_tokens.weight", {c.vocab_size, h}, &w->token_embedding));
   w->layers.resize(static_cast<size_t>(c.num_layers));
@@ -80,6 +81,8 @@ Status LoadLlamaWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.v_proj.bias", {kv}, &l.bv));
     STRATA_RETURN_IF_ERROR(
         t.GetIf(c.attention_output_bias, p + "self_attn.o_proj.bias", {h}, &l.bo));
+    STRATA_RETURN_IF_ERROR(t.GetIf(c.qk_norm, p + "self_attn.q_norm.weight", {d}, &l.q_norm));
+    STRATA_RETURN_IF_ERROR(t.GetIf(c.qk_norm, p + "self_attn.k_norm.weight", {d}, &l.k_norm));
     STRATA_RETURN_IF_ERROR(t.Get(p + "post_attention_layernorm.weight", {h}, &l.mlp_norm));
     STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.gate_proj.weight", {ffn, h}, &l.w_gate));
     STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.up_proj.weight", {ffn, h}, &l.w_up));

@@ -55,7 +55,9 @@ const std::pair<const char*, bool ModelConfig::*> kBoolFields[] = {
     {"mlp_bias", &ModelConfig::mlp_bias},
     {"tie_word_embeddings", &ModelConfig::tie_word_embeddings},
     {"use_rope", &ModelConfig::use_rope}};
+// Keys added after the first stores were written; absent, they take the value those stores had.
 constexpr char kOutputBiasKey[] = "attention_output_bias";
+constexpr char kQkNormKey[] = "qk_norm";
 const std::pair<const char*, float ModelConfig::*> kFloatFields[] = {
     {"norm_eps", &ModelConfig::norm_eps}, {"rope_theta", &ModelConfig::rope_theta}};
 const std::pair<const char*, float RopeScaling::*> kRopeFloatFields[] = {
@@ -174,6 +176,7 @@ json ModelConfigToJson(const ModelConfig& c) {
   for (const auto& [key, field] : kIntFields) j[key] = c.*field;
   for (const auto& [key, field] : kBoolFields) j[key] = c.*field;
   j[kOutputBiasKey] = c.attention_output_bias;
+  j[kQkNormKey] = c.qk_norm;
   for (const auto& [key, field] : kFloatFields) j[key] = c.*field;
   json rope = {
       {"kind", NameOf(kRopeNames, c.rope_scaling.kind)},
@@ -197,8 +200,9 @@ Result<ModelConfig> ModelConfigFromJson(const json& j) {
     if (!v) return Missing(key);
     c.*field = *v;
   }
-  // Stores written before Qwen2 support have no key: their o projection's bias went with q/k/v's.
+  // Stores written before Qwen2 support: the o projection's bias went with q/k/v's; no q/k norm.
   c.attention_output_bias = JsonBool(j, kOutputBiasKey).value_or(c.attention_bias);
+  c.qk_norm = JsonBool(j, kQkNormKey).value_or(false);
   for (const auto& [key, field] : kFloatFields) {
     STRATA_RETURN_IF_ERROR(ReadFloat(j, key, &(c.*field)));
   }
@@ -360,6 +364,8 @@ std::vector<WeightSlot> WeightSlots(const ModelConfig& c, ModelWeights* w) {
     add(ab, p + "bk", &l.bk, {kv});
     add(ab, p + "bv", &l.bv, {kv});
     add(c.attention_output_bias, p + "bo", &l.bo, {h});
+    add(c.qk_norm, p + "q_norm", &l.q_norm, {c.head_dim});
+    add(c.qk_norm, p + "k_norm", &l.k_norm, {c.head_dim});
     add(true, p + "mlp_norm", &l.mlp_norm, {h});
     add(norm_bias, p + "mlp_norm_bias", &l.mlp_norm_bias, {h});
     add(c.gated_mlp, p + "w_gate", &l.w_gate, {f, h});

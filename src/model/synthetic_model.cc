@@ -91,6 +91,10 @@ Result<std::unique_ptr<Model>> MakeSyntheticModel(const ModelConfig& config, DTy
       lw.bv = make.Vector(kv, 0.0f);
     }
     if (c.attention_output_bias) lw.bo = make.Vector(h, 0.0f);
+    if (c.qk_norm) {
+      lw.q_norm = make.Vector(c.head_dim, 1.0f);
+      lw.k_norm = make.Vector(c.head_dim, 1.0f);
+    }
     lw.mlp_norm = make.Vector(h, 1.0f);
     if (layer_norm) lw.mlp_norm_bias = make.Vector(h, 0.0f);
     if (c.gated_mlp) lw.w_gate = make.Matrix(f, h);

@@ -86,6 +86,10 @@ Transformer::AttentionBuffers Transformer::AttentionInputs(const LayerWeights& w
   backend_.Linear(normed, rows, w.wq, w.bq, q);
   backend_.Linear(normed, rows, w.wk, w.bk, k);
   backend_.Linear(normed, rows, w.wv, w.bv, v);
+  if (w.q_norm.present()) {  // each head's slice is a row of head_dim
+    backend_.RmsNorm(q, w.q_norm, c.norm_eps, rows * c.num_heads, c.head_dim, q);
+    backend_.RmsNorm(k, w.k_norm, c.norm_eps, rows * c.num_kv_heads, c.head_dim, k);
+  }
   if (c.use_rope) {
     backend_.Rope(q, in.positions.data(), rows, c.num_heads, c.head_dim, inv_freq_.data());
     backend_.Rope(k, in.positions.data(), rows, c.num_kv_heads, c.head_dim, inv_freq_.data());

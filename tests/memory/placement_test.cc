@@ -20,7 +20,7 @@
 namespace strata {
 namespace {
 
-const char* const kFixtures[] = {"opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2"};
+const char* const kFixtures[] = {"opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2", "qwen3"};
 
 std::unique_ptr<Model> Load(const std::string& name) {
   auto m = LoadModel(std::string(STRATA_SOURCE_DIR) + "/tests/data/fixtures/" + name);

@@ -146,9 +146,10 @@ TEST(HfConfigTest, LlamaUnsupported) {
 }
 
 // Qwen2: Llama's layout with q/k/v biases and none on o (its config has no attention_bias key);
+// Qwen3: Llama's with a per-head q/k RMSNorm;
 // sliding-window layers are refused, as in transformers' rule: from max_window_layers on, when
 // use_sliding_window is set, or as layer_types lists them.
-TEST(HfConfigTest, Qwen2) {
+TEST(HfConfigTest, Qwen2AndQwen3) {
   json j = SmolLm2();
   j["model_type"] = "qwen2";
   j["rope_theta"] = 1000000.0;
@@ -173,12 +174,26 @@ TEST(HfConfigTest, Qwen2) {
   j["layer_types"][29] = "full_attention";
   EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
 
+  // Qwen3: Llama's layout (biases only with attention_bias, o's included) and a q/k norm.
+  j["model_type"] = "qwen3";
+  j.erase("layer_types");
+  j["use_sliding_window"] = false;
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_TRUE(c->qk_norm);
+  EXPECT_FALSE(c->attention_bias);
+  EXPECT_FALSE(c->attention_output_bias);
+  j["use_sliding_window"] = true;
+  j["max_window_layers"] = 2;
+  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
+
   // A Llama with attention_bias keeps the o projection's bias.
   j = SmolLm2();
   j["attention_bias"] = true;
   c = ParseHfConfig(j, "config.json");
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->attention_output_bias);
+  EXPECT_FALSE(c->qk_norm);
 }
 
 TEST(HfConfigTest, Malformed) {

@@ -380,8 +380,8 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
-                         ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias",
-                                           "qwen2"));
+                         ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2",
+                                           "qwen3"));
 
 std::string DefaultModelPath() {
   const char* cache = std::getenv("STRATA_CACHE");

@@ -1,25 +1,33 @@
-"""Converts a small Hugging Face Qwen2ForCausalLM directory to an all-F32 GGUF file the way
-llama.cpp's convert_hf_to_gguf.py does for the QWEN2 architecture, so that strata's GGUF path
-can be checked against the transformers reference of the same weights
-(tests/data/fixtures/qwen2, made by scripts/make_fixtures.py).
+"""Converts a small Hugging Face Qwen2ForCausalLM or Qwen3ForCausalLM directory to an all-F32
+GGUF file the way llama.cpp's convert_hf_to_gguf.py does for the QWEN2 / QWEN3 architectures, so
+that strata's GGUF path can be checked against the transformers reference of the same weights
+(tests/data/fixtures/qwen2 and tests/data/fixtures/qwen3, made by scripts/make_fixtures.py).
+The architecture follows config.json's model_type ("qwen2" or "qwen3").
 
-  python tests/data/gguf/hf_qwen2_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
+  python tests/data/gguf/hf_qwen_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
 
-  e.g. python tests/data/gguf/hf_qwen2_to_gguf.py tests/data/fixtures/qwen2 \\
+  e.g. python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen2 \\
            tests/data/gguf/qwen2-tiny.gguf --check tests/data/fixtures/qwen2/expected.json
+       python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen3 \\
+           tests/data/gguf/qwen3-tiny.gguf --check tests/data/fixtures/qwen3/expected.json
 
 Needs gguf (gguf-py) and numpy (--check also needs tokenizers). Reads the safetensors files
 itself (F32, F16 and BF16), so it needs neither torch nor transformers.
 
-What it writes, following convert_hf_to_gguf.py (Qwen2Model, TextModel, _set_vocab_gpt2):
-  - general.architecture "qwen2"; qwen2.context_length, embedding_length, block_count,
+What it writes, following convert_hf_to_gguf.py (Qwen2Model, and Qwen3Model which inherits it
+with arch "qwen3"; TextModel, _set_vocab_gpt2):
+  - general.architecture "qwen2" or "qwen3"; <arch>.context_length, embedding_length, block_count,
     feed_forward_length, attention.head_count, attention.head_count_kv, attention.key_length
     and value_length (config.json has head_dim), rope.freq_base, attention.layer_norm_rms_epsilon.
   - Every tensor as F32 (bf16/fp16 upcast exactly), in HF's [out, in] row-major layout (gguf-py
     records ne reversed). q/k are NOT permuted: unlike LlamaModel, Qwen2Model keeps HF's
-    rotate_half (NeoX) row order and llama.cpp runs qwen2 with NeoX RoPE. output.weight only when
-    the embeddings are not tied. Qwen2 has q/k/v biases and no o_proj bias.
-  - tokenizer.ggml.model "gpt2", pre "qwen2", tokens by id (model.vocab + added_tokens; ids
+    rotate_half (NeoX) row order and llama.cpp runs qwen2 and qwen3 with NeoX RoPE. output.weight
+    only when the embeddings are not tied. Qwen2 has q/k/v biases and no o_proj bias. Qwen3 has no
+    biases, and per-head q/k RMSNorm weights [head_dim] (self_attn.q_norm / k_norm ->
+    blk.N.attn_q_norm / attn_k_norm); its attention width n_head * head_dim may differ from
+    hidden_size.
+  - tokenizer.ggml.model "gpt2", pre "qwen2" for both (llama.cpp gives Qwen3's vocabulary the
+    qwen2 pre-tokenizer), tokens by id (model.vocab + added_tokens; ids
     without a token become "[PAD<id>]", type UNUSED), token_type (NORMAL, CONTROL for special
     added tokens, USER_DEFINED for other added tokens), merges "a b", bos/eos ids from
     config.json, add_bos_token / add_eos_token from tokenizer_config.json or, failing that, from
@@ -27,8 +35,9 @@ What it writes, following convert_hf_to_gguf.py (Qwen2Model, TextModel, _set_voc
 
 The file is read back with GGUFReader and its keys, tensor shapes and values checked. With
 --check, a float64 numpy forward pass of every prompt of EXPECTED_JSON ("input_ids") that uses
-ONLY the tensors and keys read back from the GGUF (RMSNorm, q/k/v with bias, NeoX RoPE, GQA
-causal attention, SwiGLU, final norm, lm_head) is compared with the transformers logits there
+ONLY the tensors and keys read back from the GGUF (RMSNorm, q/k/v with bias for qwen2, per-head
+q/k RMSNorm before RoPE for qwen3, NeoX RoPE, GQA causal attention scaled by 1/sqrt(head_dim),
+SwiGLU, final norm, lm_head) is compared with the transformers logits there
 (max |diff| / max |logit| must be < 1e-4), and the GGUF vocabulary with llama.cpp's qwen2 split
 regex is checked to encode every prompt to its ids.
 """
@@ -42,7 +51,7 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as T
 
-ARCH = "qwen2"
+ARCHS = ("qwen2", "qwen3")  # config.json model_type == GGUF general.architecture
 # llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2 split regex (src/llama-vocab.cpp), as in
 # transformers' Qwen2Tokenizer.
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
@@ -50,20 +59,36 @@ QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
 
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
 
-# HF parameter name (after "model.layers.N.") -> llama.cpp tensor name (after "blk.N.").
+# HF parameter name (after "model.layers.N.") -> llama.cpp tensor name (after "blk.N."), per
+# architecture, in the order the tensors are written within a block.
 LAYER_TENSORS = {
-    "input_layernorm.weight": "attn_norm.weight",
-    "self_attn.q_proj.weight": "attn_q.weight",
-    "self_attn.q_proj.bias": "attn_q.bias",
-    "self_attn.k_proj.weight": "attn_k.weight",
-    "self_attn.k_proj.bias": "attn_k.bias",
-    "self_attn.v_proj.weight": "attn_v.weight",
-    "self_attn.v_proj.bias": "attn_v.bias",
-    "self_attn.o_proj.weight": "attn_output.weight",
-    "post_attention_layernorm.weight": "ffn_norm.weight",
-    "mlp.gate_proj.weight": "ffn_gate.weight",
-    "mlp.up_proj.weight": "ffn_up.weight",
-    "mlp.down_proj.weight": "ffn_down.weight",
+    "qwen2": {
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.q_proj.bias": "attn_q.bias",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.k_proj.bias": "attn_k.bias",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.v_proj.bias": "attn_v.bias",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    },
+    "qwen3": {
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.q_proj.weight": "attn_q.weight",
+        "self_attn.q_norm.weight": "attn_q_norm.weight",
+        "self_attn.k_proj.weight": "attn_k.weight",
+        "self_attn.k_norm.weight": "attn_k_norm.weight",
+        "self_attn.v_proj.weight": "attn_v.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "mlp.gate_proj.weight": "ffn_gate.weight",
+        "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    },
 }
 GLOBAL_TENSORS = {
     "model.embed_tokens.weight": "token_embd.weight",
@@ -116,14 +141,19 @@ def rope_theta(cfg: dict) -> float:
     return float(rp.get("rope_theta", 10000.0))
 
 
-def check_config(cfg: dict):
-    if cfg.get("model_type") != "qwen2":
-        sys.exit(f"model_type is {cfg.get('model_type')!r}, not 'qwen2'")
+def check_config(cfg: dict) -> str:
+    """The architecture ("qwen2" / "qwen3") after checking that this converter covers cfg."""
+    arch = cfg.get("model_type")
+    if arch not in ARCHS:
+        sys.exit(f"model_type is {arch!r}, not one of {ARCHS}")
+    if arch == "qwen3" and cfg.get("attention_bias"):
+        sys.exit("attention_bias is true; llama.cpp's qwen3 has no q/k/v/o biases")
     if cfg.get("use_sliding_window"):
         sys.exit("use_sliding_window is true; this converter writes full attention only")
     scaling = cfg.get("rope_scaling") or (cfg.get("rope_parameters") or {})
     if scaling.get("rope_type", scaling.get("type", "default")) not in ("default", None):
         sys.exit(f"rope scaling {scaling} is not supported here")
+    return arch
 
 
 def vocab_from_tokenizer(hf_dir: Path, n_vocab: int):
@@ -167,7 +197,8 @@ def adds_special(tj: dict, tc: dict, key: str, token_id, tokens):
 # --------------------------------------------------------------------------------------------
 def convert(hf_dir: Path, out: Path):
     cfg = json.loads((hf_dir / "config.json").read_text())
-    check_config(cfg)
+    arch = check_config(cfg)
+    layer_tensors = LAYER_TENSORS[arch]
     tc_path = hf_dir / "tokenizer_config.json"
     tc = json.loads(tc_path.read_text()) if tc_path.exists() else {}
     n_vocab = int(cfg["vocab_size"])
@@ -176,7 +207,7 @@ def convert(hf_dir: Path, out: Path):
     n_embd = int(cfg["hidden_size"])
     tied = bool(cfg.get("tie_word_embeddings", False))
 
-    w = gguf.GGUFWriter(str(out), ARCH)
+    w = gguf.GGUFWriter(str(out), arch)
     w.add_name(hf_dir.name)
     w.add_context_length(int(cfg["max_position_embeddings"]))
     w.add_embedding_length(n_embd)
@@ -217,18 +248,23 @@ def convert(hf_dir: Path, out: Path):
             continue
         parts = hf_name.split(".")
         suffix = ".".join(parts[3:])
-        if parts[:2] != ["model", "layers"] or suffix not in LAYER_TENSORS:
-            sys.exit(f"unexpected tensor {hf_name}")
-        names[hf_name] = f"blk.{int(parts[2])}.{LAYER_TENSORS[suffix]}"
+        if parts[:2] != ["model", "layers"] or suffix not in layer_tensors:
+            sys.exit(f"unexpected tensor {hf_name} for {arch}")
+        names[hf_name] = f"blk.{int(parts[2])}.{layer_tensors[suffix]}"
     if tied:
         names.pop("lm_head.weight", None)  # llama.cpp uses token_embd.weight for the output
     elif "lm_head.weight" not in names:
         sys.exit("tie_word_embeddings is false but there is no lm_head.weight")
+    # every tensor a block of this architecture has must be there
+    want = {f"blk.{i}.{gg}" for i in range(n_layer) for gg in layer_tensors.values()}
+    missing = want - set(names.values())
+    if missing:
+        sys.exit(f"missing tensors: {sorted(missing)}")
 
     def order(item):  # llama.cpp's order: token_embd, the blocks, output_norm, output
         gg = item[1]
         if gg.startswith("blk."):
-            return (1, int(gg.split(".")[1]), list(LAYER_TENSORS.values()).index(gg.split(".", 2)[2]))
+            return (1, int(gg.split(".")[1]), list(layer_tensors.values()).index(gg.split(".", 2)[2]))
         return (0 if gg == "token_embd.weight" else 2 if gg == "output_norm.weight" else 3, 0, 0)
 
     for hf_name, gg_name in sorted(names.items(), key=order):
@@ -238,7 +274,7 @@ def convert(hf_dir: Path, out: Path):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    return cfg, weights, names
+    return arch, cfg, weights, names
 
 
 # --------------------------------------------------------------------------------------------
@@ -257,21 +293,24 @@ def tensors_of(r) -> dict:
     return out
 
 
-def check_readback(out: Path, cfg: dict, weights: dict, names: dict):
+def check_readback(out: Path, arch: str, cfg: dict, weights: dict, names: dict):
     r = gguf.GGUFReader(str(out))
     expect = {
-        "general.architecture": ARCH,
-        f"{ARCH}.context_length": cfg["max_position_embeddings"],
-        f"{ARCH}.embedding_length": cfg["hidden_size"],
-        f"{ARCH}.block_count": cfg["num_hidden_layers"],
-        f"{ARCH}.feed_forward_length": cfg["intermediate_size"],
-        f"{ARCH}.attention.head_count": cfg["num_attention_heads"],
-        f"{ARCH}.attention.head_count_kv": cfg["num_key_value_heads"],
-        f"{ARCH}.rope.freq_base": rope_theta(cfg),
-        f"{ARCH}.attention.layer_norm_rms_epsilon": cfg["rms_norm_eps"],
+        "general.architecture": arch,
+        f"{arch}.context_length": cfg["max_position_embeddings"],
+        f"{arch}.embedding_length": cfg["hidden_size"],
+        f"{arch}.block_count": cfg["num_hidden_layers"],
+        f"{arch}.feed_forward_length": cfg["intermediate_size"],
+        f"{arch}.attention.head_count": cfg["num_attention_heads"],
+        f"{arch}.attention.head_count_kv": cfg["num_key_value_heads"],
+        f"{arch}.rope.freq_base": rope_theta(cfg),
+        f"{arch}.attention.layer_norm_rms_epsilon": cfg["rms_norm_eps"],
         "tokenizer.ggml.model": "gpt2",
         "tokenizer.ggml.pre": "qwen2",
     }
+    if cfg.get("head_dim") is not None:
+        expect[f"{arch}.attention.key_length"] = cfg["head_dim"]
+        expect[f"{arch}.attention.value_length"] = cfg["head_dim"]
     for k, v in expect.items():
         got = field(r, k)
         ok = np.isclose(got, v, rtol=1e-6) if isinstance(v, float) else got == v
@@ -294,14 +333,16 @@ def rms_norm(x, w, eps):
 def forward(r, ids):
     """Logits [len(ids), vocab] of one sequence from the GGUF's tensors and keys alone (float64)."""
     t = {k: v.astype(np.float64) for k, v in tensors_of(r).items()}
-    n_layer = int(field(r, f"{ARCH}.block_count"))
-    n_head = int(field(r, f"{ARCH}.attention.head_count"))
-    n_kv = int(field(r, f"{ARCH}.attention.head_count_kv"))
-    eps = float(field(r, f"{ARCH}.attention.layer_norm_rms_epsilon"))
-    theta = float(field(r, f"{ARCH}.rope.freq_base"))
-    n_embd = int(field(r, f"{ARCH}.embedding_length"))
-    hd = (int(field(r, f"{ARCH}.attention.key_length"))
-          if f"{ARCH}.attention.key_length" in r.fields else n_embd // n_head)
+    arch = field(r, "general.architecture")
+    assert arch in ARCHS, arch
+    n_layer = int(field(r, f"{arch}.block_count"))
+    n_head = int(field(r, f"{arch}.attention.head_count"))
+    n_kv = int(field(r, f"{arch}.attention.head_count_kv"))
+    eps = float(field(r, f"{arch}.attention.layer_norm_rms_epsilon"))
+    theta = float(field(r, f"{arch}.rope.freq_base"))
+    n_embd = int(field(r, f"{arch}.embedding_length"))
+    hd = (int(field(r, f"{arch}.attention.key_length"))
+          if f"{arch}.attention.key_length" in r.fields else n_embd // n_head)
     n = len(ids)
 
     inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)       # [hd/2]
@@ -317,9 +358,16 @@ def forward(r, ids):
     for i in range(n_layer):
         p = f"blk.{i}."
         h = rms_norm(x, t[p + "attn_norm.weight"], eps)
-        q = (h @ t[p + "attn_q.weight"].T + t[p + "attn_q.bias"]).reshape(n, n_head, hd)
-        k = (h @ t[p + "attn_k.weight"].T + t[p + "attn_k.bias"]).reshape(n, n_kv, hd)
-        v = (h @ t[p + "attn_v.weight"].T + t[p + "attn_v.bias"]).reshape(n, n_kv, hd)
+        q = (h @ t[p + "attn_q.weight"].T).reshape(n, n_head, hd)
+        k = (h @ t[p + "attn_k.weight"].T).reshape(n, n_kv, hd)
+        v = (h @ t[p + "attn_v.weight"].T).reshape(n, n_kv, hd)
+        if arch == "qwen2":  # q/k/v biases
+            q = q + t[p + "attn_q.bias"].reshape(n_head, hd)
+            k = k + t[p + "attn_k.bias"].reshape(n_kv, hd)
+            v = v + t[p + "attn_v.bias"].reshape(n_kv, hd)
+        else:  # qwen3: RMSNorm over each head's head_dim slice, after the projection, before RoPE
+            q = rms_norm(q, t[p + "attn_q_norm.weight"], eps)
+            k = rms_norm(k, t[p + "attn_k_norm.weight"], eps)
         q, k = rope(q), rope(k)
         att = np.empty((n, n_head, hd))
         for hh in range(n_head):
@@ -385,9 +433,9 @@ def main():
     ap.add_argument("--check", type=Path, metavar="EXPECTED_JSON",
                     help="compare a numpy forward pass from the written GGUF with these logits")
     args = ap.parse_args()
-    cfg, weights, names = convert(args.hf_dir, args.out)
-    print(f"wrote {args.out}: {args.out.stat().st_size} bytes")
-    r = check_readback(args.out, cfg, weights, names)
+    arch, cfg, weights, names = convert(args.hf_dir, args.out)
+    print(f"wrote {args.out}: {args.out.stat().st_size} bytes, architecture {arch}")
+    r = check_readback(args.out, arch, cfg, weights, names)
     if args.check:
         check_logits(r, args.check)
 
