@@ -1,7 +1,9 @@
 #include "src/model/hf_config.h"
 
 #include <limits>
+#include <optional>
 
+#include "src/core/log.h"
 #include "src/model/json_file.h"
 
 namespace strata {
@@ -77,22 +79,31 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
   return Status::Ok();
 }
 
-// Qwen2 and Qwen3 attend within a sliding window in the layers from max_window_layers on when
-// use_sliding_window is set (transformers 5 writes the outcome as layer_types); strata attends to
-// the whole context, so such a model would compute something else.
-Status RefuseQwenSlidingWindow(const json& c, const std::string& source) {
+// The window of a config whose layers (some or all) attend only to the last `window` positions:
+// Mistral's sliding_window; Qwen2's and Qwen3's from max_window_layers on when use_sliding_window
+// is set (transformers 5 writes the outcome as layer_types). nullopt when every layer sees the
+// whole context.
+Result<std::optional<int64_t>> SlidingWindow(const json& c, const std::optional<std::string>& type,
+                                             const std::string& source) {
   bool sliding = false;
-  if (auto it = c.find("layer_types"); it != c.end() && it->is_array()) {
-    for (const json& t : *it)
-      sliding |= t.is_string() && t.get<std::string>() == "sliding_attention";
-  } else if (JsonBool(c, "use_sliding_window").value_or(false)) {
-    sliding =
-        JsonInt(c, "max_window_layers").value_or(0) < JsonInt(c, "num_hidden_layers").value_or(0);
+  if (type == "mistral") {
+    sliding = c.contains("sliding_window") && !c["sliding_window"].is_null();
+  } else if (type == "qwen2" || type == "qwen3") {
+    if (auto it = c.find("layer_types"); it != c.end() && it->is_array()) {
+      for (const json& t : *it) {
+        sliding |= t.is_string() && t.get<std::string>() == "sliding_attention";
+      }
+    } else if (JsonBool(c, "use_sliding_window").value_or(false)) {
+      sliding =
+          JsonInt(c, "max_window_layers").value_or(0) < JsonInt(c, "num_hidden_layers").value_or(0);
+    }
   }
-  if (!sliding) return Status::Ok();
-  return Status::Unsupported(source +
-                             ": Qwen sliding-window attention (use_sliding_window) is not "
-                             "supported; strata runs Qwen models with use_sliding_window false");
+  if (!sliding) return std::optional<int64_t>();
+  const std::optional<int64_t> window = JsonInt(c, "sliding_window");
+  if (!window || *window <= 0) {
+    return Status::Corrupt(source + ": sliding-window layers without a positive sliding_window");
+  }
+  return window;
 }
 
 Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
@@ -102,17 +113,7 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
                                "' (only silu is supported)");
   }
   const std::optional<std::string> type = JsonString(c, "model_type");
-  if (type == "qwen2" || type == "qwen3") {
-    STRATA_RETURN_IF_ERROR(RefuseQwenSlidingWindow(c, source));
-  }
-  if (type == "mistral") {
-    const std::optional<int64_t> window = JsonInt(c, "sliding_window");
-    const int64_t max_pos = JsonInt(c, "max_position_embeddings").value_or(0);
-    if (window && *window < max_pos) {
-      return Status::Unsupported(source + ": Mistral sliding-window attention (window " +
-                                 std::to_string(*window) + ") is not supported");
-    }
-  }
+  STRATA_ASSIGN_OR_RETURN(const std::optional<int64_t> window, SlidingWindow(c, type, source));
   m->arch = Architecture::kLlama;
   STRATA_RETURN_IF_ERROR(RequireInt(c, "vocab_size", source, &m->vocab_size));
   STRATA_RETURN_IF_ERROR(RequireInt(c, "hidden_size", source, &m->hidden_size));
@@ -125,6 +126,14 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   STRATA_RETURN_IF_ERROR(OptionalInt(c, "head_dim", source, default_head_dim, &m->head_dim));
   STRATA_RETURN_IF_ERROR(
       OptionalInt(c, "max_position_embeddings", source, 2048, &m->max_position_embeddings));
+  // strata attends to the whole context, which is what a sliding window does for a sequence no
+  // longer than the window (a query at i sees the keys at j > i - window): the context is capped.
+  if (window && *window < m->max_position_embeddings) {
+    LogWarn(source + ": sliding-window attention (window " + std::to_string(*window) +
+            "): requests are limited to " + std::to_string(*window) +
+            " tokens, prompt and generation, where it equals the full attention strata computes");
+    m->max_position_embeddings = static_cast<int>(*window);
+  }
   m->norm = NormKind::kRmsNorm;
   m->norm_eps = static_cast<float>(JsonNumber(c, "rms_norm_eps").value_or(1e-6));
   m->activation = Activation::kSilu;

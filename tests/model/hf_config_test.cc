@@ -138,17 +138,55 @@ TEST(HfConfigTest, LlamaUnsupported) {
   j = SmolLm2();
   j["model_type"] = "gemma";
   ExpectError(j, StatusCode::kUnsupported, "'gemma'");
+}
+
+// The context of a config with sliding-window layers: the window, where those layers attend as
+// strata does (full attention) — Mistral's sliding_window, Qwen's layers from max_window_layers on
+// when use_sliding_window is set, or as layer_types lists them.
+int ContextOf(const json& j) {
+  Result<ModelConfig> c = ParseHfConfig(j, "config.json");
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? c->max_position_embeddings : -1;
+}
+
+TEST(HfConfigTest, SlidingWindowCapsTheContext) {
+  json j = SmolLm2();  // context 8192
   j["model_type"] = "mistral";
   j["sliding_window"] = 4096;
-  ExpectError(j, StatusCode::kUnsupported, "sliding-window");
+  EXPECT_EQ(ContextOf(j), 4096);
+  j["sliding_window"] = 16384;
+  EXPECT_EQ(ContextOf(j), 8192);
   j["sliding_window"] = nullptr;
-  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
+  EXPECT_EQ(ContextOf(j), 8192);
+  j["sliding_window"] = 0;
+  ExpectError(j, StatusCode::kCorrupt, "sliding_window");
+
+  j = SmolLm2();  // 30 layers
+  j["model_type"] = "qwen2";
+  j["sliding_window"] = 4096;
+  j["max_window_layers"] = 21;
+  j["use_sliding_window"] = false;
+  EXPECT_EQ(ContextOf(j), 8192);
+  j["use_sliding_window"] = true;
+  EXPECT_EQ(ContextOf(j), 4096);
+  j["max_window_layers"] = 30;  // every layer attends to the whole context
+  EXPECT_EQ(ContextOf(j), 8192);
+  j["layer_types"] = json::array();
+  for (int i = 0; i < 30; ++i) {
+    j["layer_types"].push_back(i < 29 ? "full_attention" : "sliding_attention");
+  }
+  EXPECT_EQ(ContextOf(j), 4096);
+  j["layer_types"][29] = "full_attention";
+  EXPECT_EQ(ContextOf(j), 8192);
+  j["model_type"] = "qwen3";
+  j["layer_types"][0] = "sliding_attention";
+  EXPECT_EQ(ContextOf(j), 4096);
+  j["sliding_window"] = nullptr;
+  ExpectError(j, StatusCode::kCorrupt, "sliding_window");
 }
 
 // Qwen2: Llama's layout with q/k/v biases and none on o (its config has no attention_bias key);
-// Qwen3: Llama's with a per-head q/k RMSNorm;
-// sliding-window layers are refused, as in transformers' rule: from max_window_layers on, when
-// use_sliding_window is set, or as layer_types lists them.
+// Qwen3: Llama's with a per-head q/k RMSNorm.
 TEST(HfConfigTest, Qwen2AndQwen3) {
   json j = SmolLm2();
   j["model_type"] = "qwen2";
@@ -163,29 +201,13 @@ TEST(HfConfigTest, Qwen2AndQwen3) {
   EXPECT_FALSE(c->mlp_bias);
   EXPECT_EQ(c->rope_theta, 1e6f);
 
-  j["use_sliding_window"] = true;
-  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
-  j["max_window_layers"] = 30;  // every one of the 30 layers attends to the whole context
-  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
-  j["layer_types"] = json::array();
-  for (int i = 0; i < 30; ++i)
-    j["layer_types"].push_back(i < 29 ? "full_attention" : "sliding_attention");
-  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
-  j["layer_types"][29] = "full_attention";
-  EXPECT_TRUE(ParseHfConfig(j, "config.json").ok());
-
   // Qwen3: Llama's layout (biases only with attention_bias, o's included) and a q/k norm.
   j["model_type"] = "qwen3";
-  j.erase("layer_types");
-  j["use_sliding_window"] = false;
   c = ParseHfConfig(j, "config.json");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_TRUE(c->qk_norm);
   EXPECT_FALSE(c->attention_bias);
   EXPECT_FALSE(c->attention_output_bias);
-  j["use_sliding_window"] = true;
-  j["max_window_layers"] = 2;
-  ExpectError(j, StatusCode::kUnsupported, "use_sliding_window");
 
   // A Llama with attention_bias keeps the o projection's bias.
   j = SmolLm2();
