@@ -28,8 +28,13 @@ A. tests/data/fixtures/<name>/  -- tiny random-weight models, each a normal Hugg
                   heads * head_dim = 128 != hidden_size 64, tied embeddings, rope_theta 1e6;
                   bfloat16 weights. config.json in the classic hub layout (top-level
                   "rope_theta"), "model_type": "qwen3".
+     qwen2-yarn   "qwen2" with rope_theta 1e4, max_position_embeddings 256 and YaRN rope scaling
+                  (factor 4, original_max_position_embeddings 64, chosen so that at head_dim 16 the
+                  ramp has extrapolated, blended and interpolated frequencies; attention_factor
+                  0.1 ln 4 + 1); bfloat16 weights. config.json in the classic hub layout as Qwen's
+                  model cards write it ("rope_theta" + "rope_scaling" with "type": "yarn").
 
-   All six share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
+   All seven share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
    library on the English text embedded below (GPT-2 ByteLevel pre-tokenizer and decoder).
    Special tokens: 0 "<s>", 1 "<pad>", 2 "</s>", 3 "<unk>", 4 "<|begin_of_text|>",
    5 "<|end_of_text|>". OPT: bos=eos=2 ("</s>"), pad=1, unk=3, post-processor prepends "</s>".
@@ -237,6 +242,25 @@ def randomize_(model: torch.nn.Module, seed: int, std: float = 0.2, emb_std: flo
                 p.copy_(std * torch.randn(p.shape, generator=g))
 
 
+def yarn_ramp(cfg: dict, head_dim: int, beta_fast: float = 32, beta_slow: float = 1):
+    """YaRN's correction range, ramp and attention factor, as transformers'
+    _compute_yarn_parameters computes them (truncate=True, no mscale). Ramp 0: the frequency is
+    kept (extrapolated), 1: divided by factor (interpolated), in between: blended."""
+    base = cfg["rope_theta"]
+    sc = cfg["rope_scaling"]
+    orig = sc["original_max_position_embeddings"]
+
+    def correction_dim(rotations):
+        return head_dim * math.log(orig / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), head_dim - 1)
+    span = (high - low) if high != low else 0.001
+    ramp = [min(max((j - low) / span, 0.0), 1.0) for j in range(head_dim // 2)]
+    attention_factor = 0.1 * math.log(sc["factor"]) + 1.0
+    return low, high, ramp, attention_factor
+
+
 def llama3_branches(cfg: dict, head_dim: int):
     theta = cfg["rope_theta"]
     sc = cfg["rope_scaling"]
@@ -314,6 +338,22 @@ SPECS = [
                                     attention_bias=False, use_sliding_window=False,
                                     **dict(COMMON_LLAMA, rms_norm_eps=1e-6)),
          cls=Qwen3ForCausalLM),
+    # "qwen2" with YaRN, saved the way Qwen's model cards tell users to enable it (top-level
+    # rope_scaling with "type", not "rope_type"). At head_dim 16, theta 1e4 and original 64 the
+    # correction range is [0, 3]: ramp [0, 1/3, 2/3, 1, 1, 1, 1, 1] (make_fixture asserts a mix).
+    dict(name="qwen2-yarn", family="llama", dtype=torch.bfloat16, shard=None,
+         seed=SEED + 6 + 4000,  # the first seed (of SEED + 6 + 1000*i) passing the checks in main
+         legacy_rope=dict(rope_theta=10000.0,
+                          rope_scaling={"type": "yarn", "factor": 4.0,
+                                        "original_max_position_embeddings": 64}),
+         tokenizer_config=dict(unk_token=None, pad_token=None),
+         config=lambda: Qwen2Config(num_hidden_layers=2, intermediate_size=128, num_key_value_heads=2,
+                                    head_dim=16, tie_word_embeddings=True, rope_theta=10000.0,
+                                    rope_scaling={"rope_type": "yarn", "factor": 4.0,
+                                                  "original_max_position_embeddings": 64},
+                                    use_sliding_window=False,
+                                    **dict(COMMON_LLAMA, rms_norm_eps=1e-6, max_position_embeddings=256)),
+         cls=Qwen2ForCausalLM),
 ]
 
 
@@ -403,11 +443,25 @@ def make_fixture(spec, base_tok: Tokenizer, seed: int):
     if spec["legacy_rope"]:  # the classic layout must have been understood identically
         rp = model.config.rope_parameters
         for k, v in spec["legacy_rope"].get("rope_scaling", {}).items():
+            k = "rope_type" if k == "type" else k  # the old key name, as Qwen's model cards write it
             assert rp[k] == v, (k, rp)
         assert rp["rope_theta"] == spec["legacy_rope"]["rope_theta"], rp
-        if "rope_scaling" in spec["legacy_rope"]:
+        if "rope_scaling" in spec["legacy_rope"] and rp["rope_type"] == "llama3":
             br = llama3_branches(spec["legacy_rope"], model.config.head_dim)
             assert {"kept", "smooth", "scaled"} <= set(br), br
+        elif "rope_scaling" in spec["legacy_rope"]:
+            assert rp["rope_type"] == "yarn", rp
+            hd = model.config.head_dim
+            low, high, ramp, att = yarn_ramp(spec["legacy_rope"], hd)
+            print(f"{name}: yarn correction range ({low}, {high}), ramp {[round(r, 4) for r in ramp]}, "
+                  f"attention_factor {att:.7g}")
+            assert any(0 < r < 1 for r in ramp) and (0.0 in ramp or 1.0 in ramp), ramp
+            rot = model.model.rotary_emb
+            assert math.isclose(rot.attention_scaling, att, rel_tol=1e-12), (rot.attention_scaling, att)
+            theta, factor = spec["legacy_rope"]["rope_theta"], rp["factor"]
+            want = torch.tensor([theta ** (-2 * j / hd) * ((1 - r) + r / factor) for j, r in enumerate(ramp)],
+                                dtype=torch.float64)
+            assert torch.allclose(rot.inv_freq.double(), want, rtol=1e-6, atol=0), (rot.inv_freq, want)
     if spec["shard"]:
         assert (out_dir / "model.safetensors.index.json").exists()
 

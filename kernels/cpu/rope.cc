@@ -1,5 +1,6 @@
 #include "kernels/cpu/rope.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace strata::kernels::cpu {
@@ -28,6 +29,30 @@ void RopeInverseFrequencies(const RopeParams& p, float* inv_freq) {
     }
   } else if (p.scaling == RopeScalingKind::kFactors) {
     for (int i = 0; i < half; ++i) inv_freq[i] /= p.freq_factors[i];
+  } else if (p.scaling == RopeScalingKind::kYarn) {
+    // transformers' _compute_yarn_parameters: the dimension at which a frequency turns
+    // `rotations` times over the original context (in double), and a ramp in fp32 from the
+    // dimensions kept (extrapolated) to those divided by factor (interpolated).
+    const auto correction_dim = [&](double rotations) {
+      return p.head_dim * std::log(p.original_max_positions / (rotations * 2 * M_PI)) /
+             (2 * std::log(static_cast<double>(p.theta)));
+    };
+    double low = correction_dim(p.beta_fast), high = correction_dim(p.beta_slow);
+    if (p.truncate) {
+      low = std::floor(low);
+      high = std::ceil(high);
+    }
+    low = std::max(low, 0.0);
+    high = std::min(high, p.head_dim - 1.0);
+    if (low == high) high += 0.001;
+    for (int i = 0; i < half; ++i) {
+      const float pos_freq = std::pow(p.theta, static_cast<float>(2 * i) / p.head_dim);
+      const float ramp = std::clamp(
+          (static_cast<float>(i) - static_cast<float>(low)) / static_cast<float>(high - low), 0.0f,
+          1.0f);
+      const float kept = 1.0f - ramp;
+      inv_freq[i] = 1.0f / (p.factor * pos_freq) * (1.0f - kept) + 1.0f / pos_freq * kept;
+    }
   }
 }
 

@@ -6,7 +6,7 @@
 
 namespace strata::kernels::cpu {
 
-enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors };
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors, kYarn };
 
 struct RopeParams {
   int head_dim = 0;
@@ -17,6 +17,9 @@ struct RopeParams {
   float high_freq_factor = 4.0f;
   int original_max_positions = 8192;
   const float* freq_factors = nullptr;  // kFactors: inv_freq[i] is divided by freq_factors[i]
+  float beta_fast = 32.0f;              // kYarn (with factor and original_max_positions)
+  float beta_slow = 1.0f;
+  bool truncate = true;
 };
 
 // Fills inv_freq[head_dim / 2] with the (scaled) inverse frequencies, computed in fp32 the way

@@ -1,5 +1,6 @@
 #include "src/model/hf_config.h"
 
+#include <cmath>
 #include <limits>
 #include <optional>
 
@@ -44,6 +45,34 @@ int TokenId(const json& c, const char* key, int fallback) {
   return id >= 0 && id <= std::numeric_limits<int>::max() ? static_cast<int>(id) : -1;
 }
 
+// The YaRN parameters of `rs` as transformers reads them (_compute_yarn_parameters): the original
+// context is required; attention_factor, when absent, is 0.1 ln(factor) + 1, or the ratio of that
+// with `mscale` and with `mscale_all_dim` when both are given; beta_fast and beta_slow default to
+// 32 and 1 (also when 0); truncate to true. `out->factor` is read already.
+Status ParseYarn(const json& rs, const std::string& source, RopeScaling* out) {
+  const std::optional<int64_t> original = JsonInt(rs, "original_max_position_embeddings");
+  if (!original || *original <= 0 || *original > std::numeric_limits<int>::max()) {
+    return Status::Corrupt(source + ": yarn rope_scaling needs original_max_position_embeddings");
+  }
+  const auto mscale = [&](double m) {
+    return out->factor <= 1 ? 1.0 : 0.1 * m * std::log(out->factor) + 1.0;
+  };
+  const double m = JsonNumber(rs, "mscale").value_or(0),
+               m_all = JsonNumber(rs, "mscale_all_dim").value_or(0);
+  const std::optional<double> attention = JsonNumber(rs, "attention_factor");
+  out->kind = RopeScalingKind::kYarn;
+  out->original_max_position_embeddings = static_cast<int>(*original);
+  out->attention_factor = static_cast<float>(attention              ? *attention
+                                             : m != 0 && m_all != 0 ? mscale(m) / mscale(m_all)
+                                                                    : mscale(1));
+  const double fast = JsonNumber(rs, "beta_fast").value_or(0),
+               slow = JsonNumber(rs, "beta_slow").value_or(0);
+  out->beta_fast = static_cast<float>(fast != 0 ? fast : 32);
+  out->beta_slow = static_cast<float>(slow != 0 ? slow : 1);
+  out->truncate = JsonBool(rs, "truncate").value_or(true);
+  return Status::Ok();
+}
+
 // Reads a `rope_scaling` (or transformers 5 `rope_parameters`) object.
 Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* out) {
   if (!rs.is_object()) return Status::Corrupt(source + ": 'rope_scaling' is not an object");
@@ -60,9 +89,10 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
     out->kind = RopeScalingKind::kLinear;
     return Status::Ok();
   }
+  if (*type == "yarn") return ParseYarn(rs, source, out);
   if (*type != "llama3") {
     return Status::Unsupported(source + ": rope_scaling type '" + *type +
-                               "' is not supported (strata implements linear and llama3)");
+                               "' is not supported (strata implements linear, llama3 and yarn)");
   }
   const std::optional<double> low = JsonNumber(rs, "low_freq_factor");
   const std::optional<double> high = JsonNumber(rs, "high_freq_factor");

@@ -58,6 +58,13 @@ Status ModelConfig::Validate() const {
        rope_scaling.original_max_position_embeddings <= 0)) {
     return bad("llama3 rope_scaling needs 0 < low_freq_factor < high_freq_factor");
   }
+  if (rope_scaling.kind == RopeScalingKind::kYarn &&
+      (!(rope_scaling.attention_factor > 0.0f) || !(rope_scaling.beta_fast > 0.0f) ||
+       !(rope_scaling.beta_slow > 0.0f) || rope_scaling.original_max_position_embeddings <= 0)) {
+    return bad(
+        "yarn rope_scaling needs positive attention_factor, beta_fast, beta_slow and "
+        "original_max_position_embeddings");
+  }
   if (rope_scaling.kind == RopeScalingKind::kFactors) {
     if (rope_scaling.freq_factors.size() != static_cast<size_t>(head_dim / 2)) {
       return bad("rope frequency factors: " + std::to_string(rope_scaling.freq_factors.size()) +
@@ -74,6 +81,12 @@ Status ModelConfig::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+float ModelConfig::AttentionScale() const {
+  const float a =
+      rope_scaling.kind == RopeScalingKind::kYarn ? rope_scaling.attention_factor : 1.0f;
+  return a * a / std::sqrt(static_cast<float>(head_dim));
 }
 
 std::string ModelConfig::Summary() const {

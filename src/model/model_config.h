@@ -19,7 +19,11 @@ enum class Activation { kRelu, kGelu, kSilu };
 // ramp with factor, low_freq_factor, high_freq_factor and original_max_position_embeddings.
 // kFactors: per-dimension divisors of the inverse frequencies, as GGUF files of Llama 3.1 and
 // later carry their llama3 scaling (the tensor rope_freqs.weight: llama.cpp's freq_factors).
-enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors };
+// kYarn: YaRN (Qwen2.5 and Qwen3 beyond their native context): frequencies that turn fewer than
+// beta_slow times over original_max_position_embeddings are divided by `factor`, those that turn
+// more than beta_fast times are kept, a linear ramp over the dimensions between; the rotated q and
+// k are also scaled by attention_factor (ModelConfig::AttentionScale).
+enum class RopeScalingKind { kNone, kLinear, kLlama3, kFactors, kYarn };
 struct RopeScaling {
   RopeScalingKind kind = RopeScalingKind::kNone;
   float factor = 1.0f;
@@ -27,6 +31,10 @@ struct RopeScaling {
   float high_freq_factor = 4.0f;
   int original_max_position_embeddings = 8192;
   std::vector<float> freq_factors;  // kFactors: head_dim / 2 positive divisors
+  float attention_factor = 1.0f;    // kYarn
+  float beta_fast = 32.0f;          // kYarn
+  float beta_slow = 1.0f;           // kYarn
+  bool truncate = true;             // kYarn: the ramp's ends rounded to whole dimensions
 };
 
 struct ModelConfig {
@@ -58,6 +66,9 @@ struct ModelConfig {
 
   // Checks that the sizes are positive and consistent (heads divide, head_dim * heads fits).
   Status Validate() const;
+  // The factor of q·k in the attention logits: 1/sqrt(head_dim), times attention_factor² under
+  // YaRN (which scales the rotated q and k alike).
+  float AttentionScale() const;
   // A one-line summary, e.g. "llama: 30 layers, hidden 576, heads 9/3, vocab 49152".
   std::string Summary() const;
 };

@@ -204,8 +204,10 @@ class GgufModelReader {
     const std::string* type = String(Key("rope.scaling.type"));
     double factor = Float(Key("rope.scaling.factor"), Float(Key("rope.scale_linear"), 1.0));
     if (type != nullptr && *type != "none" && *type != "linear") {
-      return Status::Unsupported(gguf_.path() + ": rope scaling type '" + *type +
-                                 "' is not supported (strata implements linear)");
+      return Status::Unsupported(
+          gguf_.path() + ": rope scaling type '" + *type +
+          "' is not supported in GGUF files (strata implements linear there; "
+          "YaRN from a Hugging Face config.json)");
     }
     const bool linear =
         (type != nullptr && *type == "linear") || (type == nullptr && factor != 1.0);

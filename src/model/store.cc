@@ -26,7 +26,8 @@ const NameTable<Activation> kActivationNames = {
 const NameTable<RopeScalingKind> kRopeNames = {{RopeScalingKind::kNone, "none"},
                                                {RopeScalingKind::kLinear, "linear"},
                                                {RopeScalingKind::kLlama3, "llama3"},
-                                               {RopeScalingKind::kFactors, "factors"}};
+                                               {RopeScalingKind::kFactors, "factors"},
+                                               {RopeScalingKind::kYarn, "yarn"}};
 
 template <typename E>
 const char* NameOf(NameTable<E> table, E e) {
@@ -64,6 +65,11 @@ const std::pair<const char*, float RopeScaling::*> kRopeFloatFields[] = {
     {"factor", &RopeScaling::factor},
     {"low_freq_factor", &RopeScaling::low_freq_factor},
     {"high_freq_factor", &RopeScaling::high_freq_factor}};
+// YaRN's, written since YaRN support; absent (older stores), they keep their defaults.
+const std::pair<const char*, float RopeScaling::*> kRopeYarnFields[] = {
+    {"attention_factor", &RopeScaling::attention_factor},
+    {"beta_fast", &RopeScaling::beta_fast},
+    {"beta_slow", &RopeScaling::beta_slow}};
 
 Status Missing(const char* field) {
   return Status::Corrupt("field '" + std::string(field) + "' is missing or malformed");
@@ -182,6 +188,8 @@ json ModelConfigToJson(const ModelConfig& c) {
       {"kind", NameOf(kRopeNames, c.rope_scaling.kind)},
       {"original_max_position_embeddings", c.rope_scaling.original_max_position_embeddings}};
   for (const auto& [key, field] : kRopeFloatFields) rope[key] = c.rope_scaling.*field;
+  for (const auto& [key, field] : kRopeYarnFields) rope[key] = c.rope_scaling.*field;
+  rope["truncate"] = c.rope_scaling.truncate;
   if (c.rope_scaling.kind == RopeScalingKind::kFactors) {
     rope["freq_factors"] = c.rope_scaling.freq_factors;
   }
@@ -214,6 +222,11 @@ Result<ModelConfig> ModelConfigFromJson(const json& j) {
   for (const auto& [key, field] : kRopeFloatFields) {
     STRATA_RETURN_IF_ERROR(ReadFloat(*rope, key, &(c.rope_scaling.*field)));
   }
+  for (const auto& [key, field] : kRopeYarnFields) {
+    if (rope->contains(key))
+      STRATA_RETURN_IF_ERROR(ReadFloat(*rope, key, &(c.rope_scaling.*field)));
+  }
+  c.rope_scaling.truncate = JsonBool(*rope, "truncate").value_or(true);
   if (c.rope_scaling.kind == RopeScalingKind::kFactors) {
     const auto factors = rope->find("freq_factors");
     if (factors == rope->end() || !factors->is_array()) return Missing("rope_scaling.freq_factors");

@@ -1,7 +1,6 @@
 #include "src/runtime/executor_compute.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/kv_q4_exact.h"
@@ -204,7 +203,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   shape.num_kv_heads = kvh;
   shape.head_dim = cfg.head_dim;
   shape.cache_len = in.cache_len;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  shape.scale = cfg.AttentionScale();
   const int first_slot = in.cache_len - in.new_tokens;
   // Rows [0, local) are attended where the layer computes; with CPU delegation in a decode step,
   // the rest on the CPU where they live.

@@ -1,7 +1,6 @@
 #include "src/runtime/transformer.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/cpu/attention_q4.h"
 #include "src/core/check.h"
@@ -24,6 +23,12 @@ kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
     case RopeScalingKind::kFactors:
       p.scaling = kernels::cpu::RopeScalingKind::kFactors;
       p.freq_factors = c.rope_scaling.freq_factors.data();
+      break;
+    case RopeScalingKind::kYarn:
+      p.scaling = kernels::cpu::RopeScalingKind::kYarn;
+      p.beta_fast = c.rope_scaling.beta_fast;
+      p.beta_slow = c.rope_scaling.beta_slow;
+      p.truncate = c.rope_scaling.truncate;
       break;
   }
   return p;
@@ -128,7 +133,7 @@ void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache,
   shape.head_dim = c.head_dim;
   shape.max_len = cache.max_len();
   shape.cache_len = in.cache_len;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  shape.scale = c.AttentionScale();
   if (!cache.options().compress) {
     backend_.Attention(shape, b.q, cache.keys(layer), cache.values(layer),
                        in.start.data(), b.attn);

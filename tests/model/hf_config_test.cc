@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 namespace strata {
 namespace {
 
@@ -120,16 +122,54 @@ TEST(HfConfigTest, Transformers5RopeParameters) {
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kLlama3);
   EXPECT_EQ(c->rope_scaling.factor, 32.0f);
-  j["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "yarn"}, {"factor", 4.0}};
-  ExpectError(j, StatusCode::kUnsupported, "'yarn'");
+  j["rope_parameters"] = {{"rope_theta", 10000.0}, {"rope_type", "longrope"}, {"factor", 4.0}};
+  ExpectError(j, StatusCode::kUnsupported, "'longrope'");
+}
+
+// YaRN as transformers reads it: attention_factor given, or from factor (0.1 ln factor + 1), or
+// from mscale and mscale_all_dim; beta_fast / beta_slow default to 32 / 1, also when 0.
+TEST(HfConfigTest, Yarn) {
+  json j = SmolLm2();
+  j["rope_scaling"] = {
+      {"type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32768}};
+  Result<ModelConfig> c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->rope_scaling.kind, RopeScalingKind::kYarn);
+  EXPECT_EQ(c->rope_scaling.original_max_position_embeddings, 32768);
+  EXPECT_FLOAT_EQ(c->rope_scaling.attention_factor, 0.1 * std::log(4.0) + 1);
+  EXPECT_EQ(c->rope_scaling.beta_fast, 32.0f);
+  EXPECT_EQ(c->rope_scaling.beta_slow, 1.0f);
+  EXPECT_TRUE(c->rope_scaling.truncate);
+  EXPECT_FLOAT_EQ(c->AttentionScale(),
+                  (0.1f * std::log(4.0f) + 1) * (0.1f * std::log(4.0f) + 1) / 8);
+
+  j["rope_scaling"]["mscale"] = 0.707;
+  j["rope_scaling"]["mscale_all_dim"] = 1.0;
+  j["rope_scaling"]["beta_fast"] = 0;
+  j["rope_scaling"]["beta_slow"] = 2.0;
+  j["rope_scaling"]["truncate"] = false;
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_FLOAT_EQ(c->rope_scaling.attention_factor,
+                  (0.1 * 0.707 * std::log(4.0) + 1) / (0.1 * std::log(4.0) + 1));
+  EXPECT_EQ(c->rope_scaling.beta_fast, 32.0f);
+  EXPECT_EQ(c->rope_scaling.beta_slow, 2.0f);
+  EXPECT_FALSE(c->rope_scaling.truncate);
+  j["rope_scaling"]["attention_factor"] = 1.5;
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->rope_scaling.attention_factor, 1.5f);
+
+  j["rope_scaling"].erase("original_max_position_embeddings");
+  ExpectError(j, StatusCode::kCorrupt, "original_max_position_embeddings");
 }
 
 TEST(HfConfigTest, LlamaUnsupported) {
   json j = SmolLm2();
   j["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
   ExpectError(j, StatusCode::kUnsupported, "'dynamic'");
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  ExpectError(j, StatusCode::kUnsupported, "'yarn'");
+  j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
+  ExpectError(j, StatusCode::kUnsupported, "'longrope'");
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   ExpectError(j, StatusCode::kCorrupt, "low_freq_factor");
   j = SmolLm2();

@@ -92,6 +92,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
                          ::testing::Values(Fixture("opt"), Fixture("llama-gqa"),
                                            Fixture("llama3-rope"), Fixture("llama-bias"),
                                            Fixture("qwen2"), Fixture("qwen3"),
+                                           Fixture("qwen2-yarn"),
                                            ParityCase{"gguf/qwen2-tiny.gguf", "qwen2"},
                                            ParityCase{"gguf/qwen3-tiny.gguf", "qwen3"}),
                          [](const auto& info) {
