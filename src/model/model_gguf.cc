@@ -4,6 +4,7 @@
 // attn_k_norm). llama.cpp's converter leaves their q/k rows as Hugging Face stores them (it
 // permutes llama's for ggml's interleaved RoPE; strata un-permutes those back).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -197,17 +198,16 @@ class GgufModelReader {
     return f.value_or(fallback);
   }
 
-  // Linear scaling from the metadata, or per-dimension frequency factors from the tensor
+  // Linear or YaRN scaling from the metadata, or per-dimension frequency factors from the tensor
   // rope_freqs.weight (Llama 3.1 and later: llama.cpp's converter turns their llama3 scaling into
   // head_dim / 2 divisors of the inverse frequencies, F32).
   Status ReadRopeScaling(int head_dim, RopeScaling* out) {
     const std::string* type = String(Key("rope.scaling.type"));
     double factor = Float(Key("rope.scaling.factor"), Float(Key("rope.scale_linear"), 1.0));
+    if (type != nullptr && *type == "yarn") return ReadYarn(factor, out);
     if (type != nullptr && *type != "none" && *type != "linear") {
-      return Status::Unsupported(
-          gguf_.path() + ": rope scaling type '" + *type +
-          "' is not supported in GGUF files (strata implements linear there; "
-          "YaRN from a Hugging Face config.json)");
+      return Status::Unsupported(gguf_.path() + ": rope scaling type '" + *type +
+                                 "' is not supported (strata implements linear and yarn)");
     }
     const bool linear =
         (type != nullptr && *type == "linear") || (type == nullptr && factor != 1.0);
@@ -229,6 +229,34 @@ class GgufModelReader {
       out->kind = RopeScalingKind::kLinear;
       out->factor = static_cast<float>(factor);
     }
+    return Status::Ok();
+  }
+
+  // YaRN as llama.cpp's converter writes it from a Hugging Face rope_scaling (factor, the original
+  // context, beta_fast and beta_slow when given), with transformers' defaults for the rest. The
+  // keys that change llama.cpp's attention factor or ramp in ways Hugging Face configs do not
+  // describe are refused rather than guessed at.
+  Status ReadYarn(double factor, RopeScaling* out) {
+    for (const char* key : {"rope.scaling.attn_factor", "rope.scaling.yarn_attn_factor",
+                            "rope.scaling.yarn_ext_factor", "rope.scaling.yarn_log_multiplier"}) {
+      if (gguf_.Find(Key(key)) != nullptr) {
+        return Status::Unsupported(gguf_.path() + ": YaRN with '" + Key(key) +
+                                   "' is not supported (strata reads factor, "
+                                   "original_context_length, yarn_beta_fast and yarn_beta_slow)");
+      }
+    }
+    int original = 0;
+    STRATA_RETURN_IF_ERROR(
+        Int(Key("rope.scaling.original_context_length"), std::nullopt, &original));
+    if (!(factor > 0) || original <= 0) {
+      return Corrupt("YaRN needs a positive rope.scaling.factor and original_context_length");
+    }
+    out->kind = RopeScalingKind::kYarn;
+    out->factor = static_cast<float>(factor);
+    out->original_max_position_embeddings = original;
+    out->attention_factor = static_cast<float>(factor <= 1 ? 1.0 : 0.1 * std::log(factor) + 1.0);
+    out->beta_fast = static_cast<float>(Float(Key("rope.scaling.yarn_beta_fast"), 32.0));
+    out->beta_slow = static_cast<float>(Float(Key("rope.scaling.yarn_beta_slow"), 1.0));
     return Status::Ok();
   }
 

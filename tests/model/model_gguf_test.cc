@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -89,6 +90,7 @@ struct TinyGguf {
   std::string extra;        // an extra F32 tensor of 64 elements
   std::vector<float> rope_freqs;  // written as rope_freqs.weight when not empty
   bool block_count = true;  // write llama.block_count
+  std::function<void(GgufWriter&)> more_keys;  // further metadata, after the usual keys
 };
 
 // Writes a 2-layer llama GGUF as `shards` files the way gguf-split does (the metadata in the
@@ -124,6 +126,7 @@ std::vector<std::string> BuildTinyGgufShards(const TinyGguf& o, int shards,
   w.AddU32("tokenizer.ggml.padding_token_id", 2);
   w.AddBool("tokenizer.ggml.add_bos_token", true);
   w.AddString("tokenizer.chat_template", "{{ messages }}");
+  if (o.more_keys) o.more_keys(w);
 
   int seed = 0, tensors = 0;
   // Adds tensor `name` of HF shape [rows, cols] stored as `type`; `heads` > 0 permutes rows.
@@ -386,6 +389,47 @@ TEST(GgufModelTest, RopeFrequencyFactorsBecomeTheScaling) {
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("factors must be positive"), std::string::npos)
       << zero.status().ToString();
+}
+
+// YaRN as llama.cpp's converter writes a Hugging Face rope_scaling, with transformers' defaults
+// (the attention factor, beta_fast 32, beta_slow 1); the keys that would change llama.cpp's
+// YaRN beyond those are refused.
+TEST(GgufModelTest, YarnScalingFromTheMetadata) {
+  std::map<std::string, std::vector<float>> e;
+  TinyGguf o;
+  std::vector<std::function<void(GgufWriter&)>> extra;
+  o.more_keys = [&](GgufWriter& w) {
+    w.AddString("llama.rope.scaling.type", "yarn");
+    w.AddF32("llama.rope.scaling.factor", 4.0f);
+    for (const auto& f : extra) f(w);
+  };
+  extra = {[](GgufWriter& w) { w.AddU32("llama.rope.scaling.original_context_length", 64); }};
+  auto m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const RopeScaling& r = (*m)->config().rope_scaling;
+  EXPECT_EQ(r.kind, RopeScalingKind::kYarn);
+  EXPECT_EQ(r.factor, 4.0f);
+  EXPECT_EQ(r.original_max_position_embeddings, 64);
+  EXPECT_FLOAT_EQ(r.attention_factor, 0.1 * std::log(4.0) + 1);
+  EXPECT_EQ(r.beta_fast, 32.0f);
+  EXPECT_EQ(r.beta_slow, 1.0f);
+
+  extra.push_back([](GgufWriter& w) { w.AddF32("llama.rope.scaling.yarn_beta_fast", 16.0f); });
+  m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->config().rope_scaling.beta_fast, 16.0f);
+
+  extra.push_back([](GgufWriter& w) { w.AddF32("llama.rope.scaling.yarn_log_multiplier", 0.1f); });
+  m = LoadTiny(o, &e);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().code(), StatusCode::kUnsupported) << m.status().ToString();
+  EXPECT_NE(m.status().message().find("yarn_log_multiplier"), std::string::npos);
+
+  extra.clear();
+  m = LoadTiny(o, &e);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("original_context_length"), std::string::npos)
+      << m.status().ToString();
 }
 
 TEST(GgufModelTest, UntiedOutput) {

@@ -94,7 +94,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
                                            Fixture("qwen2"), Fixture("qwen3"),
                                            Fixture("qwen2-yarn"),
                                            ParityCase{"gguf/qwen2-tiny.gguf", "qwen2"},
-                                           ParityCase{"gguf/qwen3-tiny.gguf", "qwen3"}),
+                                           ParityCase{"gguf/qwen3-tiny.gguf", "qwen3"},
+                                           ParityCase{"gguf/qwen2-yarn-tiny.gguf", "qwen2-yarn"}),
                          [](const auto& info) {
                            std::string n = info.param.model.substr(info.param.model.find('/') + 1);
                            for (char& c : n)

@@ -1,8 +1,10 @@
 """Converts a small Hugging Face Qwen2ForCausalLM or Qwen3ForCausalLM directory to an all-F32
 GGUF file the way llama.cpp's convert_hf_to_gguf.py does for the QWEN2 / QWEN3 architectures, so
 that strata's GGUF path can be checked against the transformers reference of the same weights
-(tests/data/fixtures/qwen2 and tests/data/fixtures/qwen3, made by scripts/make_fixtures.py).
-The architecture follows config.json's model_type ("qwen2" or "qwen3").
+(tests/data/fixtures/qwen2, qwen2-yarn and qwen3, made by scripts/make_fixtures.py).
+The architecture follows config.json's model_type ("qwen2" or "qwen3"). RoPE is plain, or YaRN
+when config.json's rope_scaling (or rope_parameters) has type / rope_type "yarn"; any other rope
+scaling is refused.
 
   python tests/data/gguf/hf_qwen_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
 
@@ -10,6 +12,8 @@ The architecture follows config.json's model_type ("qwen2" or "qwen3").
            tests/data/gguf/qwen2-tiny.gguf --check tests/data/fixtures/qwen2/expected.json
        python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen3 \\
            tests/data/gguf/qwen3-tiny.gguf --check tests/data/fixtures/qwen3/expected.json
+       python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen2-yarn \\
+           tests/data/gguf/qwen2-yarn-tiny.gguf --check tests/data/fixtures/qwen2-yarn/expected.json
 
 Needs gguf (gguf-py) and numpy (--check also needs tokenizers). Reads the safetensors files
 itself (F32, F16 and BF16), so it needs neither torch nor transformers.
@@ -19,6 +23,13 @@ with arch "qwen3"; TextModel, _set_vocab_gpt2):
   - general.architecture "qwen2" or "qwen3"; <arch>.context_length, embedding_length, block_count,
     feed_forward_length, attention.head_count, attention.head_count_kv, attention.key_length
     and value_length (config.json has head_dim), rope.freq_base, attention.layer_norm_rms_epsilon.
+  - For a "yarn" rope_scaling, as Qwen2Model.set_gguf_parameters (after the keys above and
+    general.file_type): <arch>.rope.scaling.type "yarn", rope.scaling.factor (factor),
+    rope.scaling.original_context_length (original_max_position_embeddings), and
+    rope.scaling.yarn_beta_fast / yarn_beta_slow only where rope_scaling has beta_fast /
+    beta_slow. No attn_factor keys: a rope_scaling with attention_factor, mscale,
+    mscale_all_dim, truncate or any other key is refused, as is one without factor or
+    original_max_position_embeddings. Without rope scaling no rope.scaling.* key is written.
   - Every tensor as F32 (bf16/fp16 upcast exactly), in HF's [out, in] row-major layout (gguf-py
     records ne reversed). q/k are NOT permuted: unlike LlamaModel, Qwen2Model keeps HF's
     rotate_half (NeoX) row order and llama.cpp runs qwen2 and qwen3 with NeoX RoPE. output.weight
@@ -39,10 +50,17 @@ ONLY the tensors and keys read back from the GGUF (RMSNorm, q/k/v with bias for 
 q/k RMSNorm before RoPE for qwen3, NeoX RoPE, GQA causal attention scaled by 1/sqrt(head_dim),
 SwiGLU, final norm, lm_head) is compared with the transformers logits there
 (max |diff| / max |logit| must be < 1e-4), and the GGUF vocabulary with llama.cpp's qwen2 split
-regex is checked to encode every prompt to its ids.
+regex is checked to encode every prompt to its ids. With rope.scaling.type "yarn" the RoPE
+frequencies and cos/sin follow transformers' _compute_yarn_parameters, parameters taken from the
+GGUF keys only: correction range [floor(d(beta_fast)), ceil(d(beta_slow))] clamped to
+[0, head_dim - 1], where d(r) = head_dim * ln(orig_ctx / (2 pi r)) / (2 ln freq_base) and
+beta_fast / beta_slow default to 32 / 1; a linear ramp over the head_dim/2 frequencies;
+inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp); and cos and sin multiplied by
+0.1 * ln(factor) + 1 (1 when factor <= 1).
 """
 import argparse
 import json
+import math
 import struct
 import sys
 from pathlib import Path
@@ -150,10 +168,43 @@ def check_config(cfg: dict) -> str:
         sys.exit("attention_bias is true; llama.cpp's qwen3 has no q/k/v/o biases")
     if cfg.get("use_sliding_window"):
         sys.exit("use_sliding_window is true; this converter writes full attention only")
-    scaling = cfg.get("rope_scaling") or (cfg.get("rope_parameters") or {})
-    if scaling.get("rope_type", scaling.get("type", "default")) not in ("default", None):
-        sys.exit(f"rope scaling {scaling} is not supported here")
+    rope_scaling(cfg)  # exits on a rope scaling this converter does not cover
     return arch
+
+
+# rope_scaling keys rope_scaling() accepts for YaRN; any other (attention_factor, mscale,
+# mscale_all_dim, truncate, partial_rotary_factor, ...) would change transformers' YaRN in a way
+# that the keys written here do not carry.
+YARN_KEYS = {"type", "rope_type", "rope_theta", "factor", "original_max_position_embeddings",
+             "beta_fast", "beta_slow"}
+
+
+def rope_scaling(cfg: dict):
+    """None for plain RoPE, else the YaRN parameters as a dict (factor,
+    original_max_position_embeddings, and beta_fast / beta_slow where config.json has them).
+    Exits on any other rope scaling."""
+    scaling = cfg.get("rope_scaling") or (cfg.get("rope_parameters") or {})
+    kind = scaling.get("rope_type", scaling.get("type", "default"))
+    if kind in ("default", None):
+        return None
+    if kind != "yarn":
+        sys.exit(f"rope scaling type {kind!r} ({scaling}) is not supported here: "
+                 f"only plain RoPE and 'yarn'")
+    extra = sorted(set(scaling) - YARN_KEYS)
+    if extra:
+        sys.exit(f"yarn rope scaling with {extra} ({scaling}) is not supported here")
+    for k in ("factor", "original_max_position_embeddings"):
+        if scaling.get(k) is None:
+            sys.exit(f"yarn rope scaling without {k!r} ({scaling}) is not supported here")
+    if cfg.get("original_max_position_embeddings") is not None:
+        # transformers would then take the top-level value over rope_scaling's
+        sys.exit("a top-level original_max_position_embeddings is not supported here")
+    out = {"factor": float(scaling["factor"]),
+           "original_max_position_embeddings": int(scaling["original_max_position_embeddings"])}
+    for k in ("beta_fast", "beta_slow"):
+        if scaling.get(k) is not None:
+            out[k] = float(scaling[k])
+    return out
 
 
 def vocab_from_tokenizer(hf_dir: Path, n_vocab: int):
@@ -221,6 +272,15 @@ def convert(hf_dir: Path, out: Path):
     w.add_rope_freq_base(rope_theta(cfg))
     w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
     w.add_file_type(gguf.LlamaFileType.ALL_F32)
+    yarn = rope_scaling(cfg)
+    if yarn is not None:  # as Qwen2Model.set_gguf_parameters, after TextModel's keys
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(yarn["factor"])
+        w.add_rope_scaling_orig_ctx_len(yarn["original_max_position_embeddings"])
+        if "beta_fast" in yarn:
+            w.add_rope_scaling_yarn_beta_fast(yarn["beta_fast"])
+        if "beta_slow" in yarn:
+            w.add_rope_scaling_yarn_beta_slow(yarn["beta_slow"])
 
     tj, tokens, types, merges = vocab_from_tokenizer(hf_dir, n_vocab)
     w.add_tokenizer_model("gpt2")
@@ -311,6 +371,18 @@ def check_readback(out: Path, arch: str, cfg: dict, weights: dict, names: dict):
     if cfg.get("head_dim") is not None:
         expect[f"{arch}.attention.key_length"] = cfg["head_dim"]
         expect[f"{arch}.attention.value_length"] = cfg["head_dim"]
+    scaling_keys = [k for k in r.fields if k.startswith(f"{arch}.rope.scaling.")]
+    yarn = rope_scaling(cfg)
+    if yarn is None:
+        assert not scaling_keys, scaling_keys
+    else:
+        expect[f"{arch}.rope.scaling.type"] = "yarn"
+        expect[f"{arch}.rope.scaling.factor"] = yarn["factor"]
+        expect[f"{arch}.rope.scaling.original_context_length"] = yarn["original_max_position_embeddings"]
+        for k in ("beta_fast", "beta_slow"):
+            if k in yarn:
+                expect[f"{arch}.rope.scaling.yarn_{k}"] = yarn[k]
+        assert sorted(scaling_keys) == sorted(k for k in expect if ".rope.scaling." in k), scaling_keys
     for k, v in expect.items():
         got = field(r, k)
         ok = np.isclose(got, v, rtol=1e-6) if isinstance(v, float) else got == v
@@ -330,6 +402,35 @@ def rms_norm(x, w, eps):
     return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
 
 
+def rope_inv_freq(r, arch, theta, hd):
+    """(inv_freq [hd/2], cos/sin multiplier) from the GGUF's keys: plain RoPE without
+    <arch>.rope.scaling.type, else YaRN as transformers' _compute_yarn_parameters (truncate=True,
+    no attention_factor / mscale), with beta_fast / beta_slow from the GGUF or 32 / 1."""
+    pos_freqs = theta ** (np.arange(0, hd, 2, dtype=np.float64) / hd)
+    key = f"{arch}.rope.scaling."
+    kind = field(r, key + "type") if key + "type" in r.fields else "none"
+    if kind == "none":
+        return 1.0 / pos_freqs, 1.0
+    assert kind == "yarn", kind
+    factor = float(field(r, key + "factor"))
+    orig_ctx = int(field(r, key + "original_context_length"))
+    beta_fast = float(field(r, key + "yarn_beta_fast")) if key + "yarn_beta_fast" in r.fields else 32.0
+    beta_slow = float(field(r, key + "yarn_beta_slow")) if key + "yarn_beta_slow" in r.fields else 1.0
+
+    def correction_dim(n_rot):  # the dimension whose wavelength makes n_rot turns in orig_ctx
+        return hd * math.log(orig_ctx / (n_rot * 2 * math.pi)) / (2 * math.log(theta))
+
+    low = max(math.floor(correction_dim(beta_fast)), 0)
+    high = min(math.ceil(correction_dim(beta_slow)), hd - 1)
+    if low == high:
+        high += 0.001  # as transformers, against a division by zero
+    ramp = np.clip((np.arange(hd // 2, dtype=np.float64) - low) / (high - low), 0.0, 1.0)
+    extrap_factor = 1.0 - ramp  # 1: keep the frequency (fast dims), 0: divide it by factor
+    inv_freq = (1.0 / (factor * pos_freqs)) * (1.0 - extrap_factor) + (1.0 / pos_freqs) * extrap_factor
+    attn_factor = 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+    return inv_freq, attn_factor
+
+
 def forward(r, ids):
     """Logits [len(ids), vocab] of one sequence from the GGUF's tensors and keys alone (float64)."""
     t = {k: v.astype(np.float64) for k, v in tensors_of(r).items()}
@@ -345,9 +446,9 @@ def forward(r, ids):
           if f"{arch}.attention.key_length" in r.fields else n_embd // n_head)
     n = len(ids)
 
-    inv_freq = theta ** (-np.arange(0, hd, 2, dtype=np.float64) / hd)       # [hd/2]
+    inv_freq, attn_factor = rope_inv_freq(r, arch, theta, hd)             # [hd/2]
     ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]       # [n, hd/2]
-    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+    cos, sin = np.cos(ang)[:, None, :] * attn_factor, np.sin(ang)[:, None, :] * attn_factor
 
     def rope(x):  # x [n, heads, hd]; NeoX / rotate_half: pairs (i, i + hd/2)
         a, b = x[..., :hd // 2], x[..., hd // 2:]
