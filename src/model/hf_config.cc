@@ -156,14 +156,6 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   STRATA_RETURN_IF_ERROR(OptionalInt(c, "head_dim", source, default_head_dim, &m->head_dim));
   STRATA_RETURN_IF_ERROR(
       OptionalInt(c, "max_position_embeddings", source, 2048, &m->max_position_embeddings));
-  // strata attends to the whole context, which is what a sliding window does for a sequence no
-  // longer than the window (a query at i sees the keys at j > i - window): the context is capped.
-  if (window && *window < m->max_position_embeddings) {
-    LogWarn(source + ": sliding-window attention (window " + std::to_string(*window) +
-            "): requests are limited to " + std::to_string(*window) +
-            " tokens, prompt and generation, where it equals the full attention strata computes");
-    m->max_position_embeddings = static_cast<int>(*window);
-  }
   m->norm = NormKind::kRmsNorm;
   m->norm_eps = static_cast<float>(JsonNumber(c, "rms_norm_eps").value_or(1e-6));
   m->activation = Activation::kSilu;
@@ -186,6 +178,15 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   m->rope_theta = static_cast<float>(theta.value_or(10000.0));
   if (scaling != nullptr) {
     STRATA_RETURN_IF_ERROR(ParseRopeScaling(*scaling, source, &m->rope_scaling));
+  }
+  m->max_position_embeddings = ScaledContext(*m);
+  // strata attends to the whole context, which is what a sliding window does for a sequence no
+  // longer than the window (a query at i sees the keys at j > i - window): the context is capped.
+  if (window && *window < m->max_position_embeddings) {
+    LogWarn(source + ": sliding-window attention (window " + std::to_string(*window) +
+            "): requests are limited to " + std::to_string(*window) +
+            " tokens, prompt and generation, where it equals the full attention strata computes");
+    m->max_position_embeddings = static_cast<int>(*window);
   }
   m->bos_token_id = TokenId(c, "bos_token_id", 1);
   m->eos_token_id = TokenId(c, "eos_token_id", 2);

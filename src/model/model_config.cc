@@ -1,6 +1,8 @@
 #include "src/model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 namespace strata {
@@ -81,6 +83,14 @@ Status ModelConfig::Validate() const {
     }
   }
   return Status::Ok();
+}
+
+int ScaledContext(const ModelConfig& c) {
+  if (c.rope_scaling.kind != RopeScalingKind::kYarn) return c.max_position_embeddings;
+  const double scaled = std::floor(static_cast<double>(c.rope_scaling.factor) *
+                                   c.rope_scaling.original_max_position_embeddings);
+  return static_cast<int>(
+      std::clamp<double>(scaled, c.max_position_embeddings, std::numeric_limits<int>::max()));
 }
 
 float ModelConfig::AttentionScale() const {

@@ -73,4 +73,9 @@ struct ModelConfig {
   std::string Summary() const;
 };
 
+// The context a model runs with: max_position_embeddings, or under YaRN factor ×
+// original_max_position_embeddings when that is longer (Qwen's configs keep their native 32768
+// beside a YaRN factor of 4 that reaches 131072; serving engines allow the product too).
+int ScaledContext(const ModelConfig& c);
+
 }  // namespace strata

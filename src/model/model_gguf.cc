@@ -63,6 +63,7 @@ class GgufModelReader {
     c.use_rope = true;
     c.rope_theta = static_cast<float>(Float(Key("rope.freq_base"), 10000.0));
     STRATA_RETURN_IF_ERROR(ReadRopeScaling(c.head_dim, &c.rope_scaling));
+    c.max_position_embeddings = ScaledContext(c);
     c.tie_word_embeddings = gguf_.FindTensor("output.weight") == nullptr;
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.bos_token_id", -1, &c.bos_token_id));
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.eos_token_id", -1, &c.eos_token_id));

@@ -142,6 +142,7 @@ TEST(HfConfigTest, Yarn) {
   EXPECT_TRUE(c->rope_scaling.truncate);
   EXPECT_FLOAT_EQ(c->AttentionScale(),
                   (0.1f * std::log(4.0f) + 1) * (0.1f * std::log(4.0f) + 1) / 8);
+  EXPECT_EQ(c->max_position_embeddings, 4 * 32768);  // the native 8192 reaches factor × original
 
   j["rope_scaling"]["mscale"] = 0.707;
   j["rope_scaling"]["mscale_all_dim"] = 1.0;
@@ -159,6 +160,16 @@ TEST(HfConfigTest, Yarn) {
   c = ParseHfConfig(j, "config.json");
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->rope_scaling.attention_factor, 1.5f);
+
+  j["rope_scaling"]["original_max_position_embeddings"] = 1024;  // 4 × 1024 < 8192: kept
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->max_position_embeddings, 8192);
+  j["model_type"] = "mistral";
+  j["sliding_window"] = 2048;  // the window still caps the scaled context
+  c = ParseHfConfig(j, "config.json");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->max_position_embeddings, 2048);
 
   j["rope_scaling"].erase("original_max_position_embeddings");
   ExpectError(j, StatusCode::kCorrupt, "original_max_position_embeddings");

@@ -413,6 +413,7 @@ TEST(GgufModelTest, YarnScalingFromTheMetadata) {
   EXPECT_FLOAT_EQ(r.attention_factor, 0.1 * std::log(4.0) + 1);
   EXPECT_EQ(r.beta_fast, 32.0f);
   EXPECT_EQ(r.beta_slow, 1.0f);
+  EXPECT_EQ((*m)->config().max_position_embeddings, 256);  // 4 × 64, past the native 128
 
   extra.push_back([](GgufWriter& w) { w.AddF32("llama.rope.scaling.yarn_beta_fast", 16.0f); });
   m = LoadTiny(o, &e);
