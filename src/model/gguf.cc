@@ -139,6 +139,15 @@ std::optional<int64_t> GgufValue::IntAt(uint64_t i) const {
   return IntFromBits(element_type_, LoadBits(raw_ + i * n, n));
 }
 
+std::optional<double> GgufValue::FloatAt(uint64_t i) const {
+  if (type_ != GgufValueType::kArray || raw_ == nullptr || i >= count_) return std::nullopt;
+  GgufValue element;
+  element.type_ = element_type_;
+  const uint64_t n = ScalarBytes(element_type_);
+  element.bits_ = LoadBits(raw_ + i * n, n);
+  return element.AsFloat();
+}
+
 // Reads a GGUF header front to back with a cursor that never passes the end of the map.
 class GgufParser {
  public:

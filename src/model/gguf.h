@@ -87,6 +87,9 @@ class GgufValue {
   // Element i of an array of integers or bools, as AsInt() would read it; nullopt when the array
   // holds anything else. REQUIRES: i < size().
   std::optional<int64_t> IntAt(uint64_t i) const;
+  // Element i of an array of numbers or bools, as AsFloat() would read it; nullopt for other
+  // arrays. REQUIRES: i < size().
+  std::optional<double> FloatAt(uint64_t i) const;
   // The elements of an array of strings (empty for other arrays).
   const std::vector<std::string>& strings() const { return strings_; }
   // The elements of an array of arrays (empty for other arrays).

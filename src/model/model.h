@@ -53,6 +53,8 @@ struct GgufTokenizerData {
   std::vector<std::string> tokens;
   std::vector<int32_t> token_types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
   std::vector<std::string> merges;   // "a b"
+  std::vector<float> scores;         // tokenizer.ggml.scores (SentencePiece vocabularies)
+  bool add_space_prefix = true;      // tokenizer.ggml.add_space_prefix
   int bos_token_id = -1;
   int eos_token_id = -1;
   int eot_token_id = -1;

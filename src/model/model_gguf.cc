@@ -78,6 +78,20 @@ class GgufModelReader {
     if (const std::string* s = String("tokenizer.ggml.pre")) t.pre = *s;
     if (const std::vector<std::string>* s = Strings("tokenizer.ggml.tokens")) t.tokens = *s;
     if (const std::vector<std::string>* s = Strings("tokenizer.ggml.merges")) t.merges = *s;
+    if (const GgufValue* scores = gguf_.Find("tokenizer.ggml.scores")) {
+      if (scores->type() != GgufValueType::kArray || scores->size() != t.tokens.size()) {
+        return Corrupt("tokenizer.ggml.scores is not an array as long as the token list");
+      }
+      t.scores.reserve(t.tokens.size());
+      for (uint64_t i = 0; i < scores->size(); ++i) {
+        const std::optional<double> v = scores->FloatAt(i);
+        if (!v) return Corrupt("tokenizer.ggml.scores holds a non-number");
+        t.scores.push_back(static_cast<float>(*v));
+      }
+    }
+    if (const GgufValue* v = gguf_.Find("tokenizer.ggml.add_space_prefix"); v && v->AsBool()) {
+      t.add_space_prefix = *v->AsBool();
+    }
     if (const GgufValue* types = gguf_.Find("tokenizer.ggml.token_type")) {
       if (types->type() != GgufValueType::kArray || types->size() != t.tokens.size()) {
         return Corrupt("tokenizer.ggml.token_type is not an array as long as the token list");

@@ -6,6 +6,7 @@
 
 #include "src/core/log.h"
 #include "src/tokenizer/bpe_tokenizer.h"
+#include "src/tokenizer/spm_tokenizer.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace strata {
@@ -52,10 +53,23 @@ Status BuildPreTokenizer(const std::string& pre, BpeTokenizerSpec* spec) {
 }  // namespace
 
 Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGgufVocab(const GgufVocab& vocab) {
+  if (vocab.model == "llama") {
+    SpmTokenizerSpec spec;
+    spec.pieces = vocab.tokens;
+    spec.scores = vocab.scores;
+    spec.token_types = vocab.token_types;
+    spec.bos_id = vocab.bos_token_id;
+    spec.eos_id = vocab.eos_token_id;
+    spec.add_bos = vocab.add_bos;
+    spec.add_space_prefix = vocab.add_space_prefix;
+    auto tokenizer = SpmTokenizer::Create(std::move(spec));
+    if (!tokenizer.ok()) return tokenizer.status().WithContext("GGUF tokenizer");
+    return tokenizer;
+  }
   if (vocab.model != "gpt2") {
     return Status::Unsupported("GGUF tokenizer model '" + vocab.model +
-                               "' is not supported; strata reads byte-level BPE vocabularies "
-                               "(tokenizer.ggml.model = \"gpt2\") only");
+                               "' is not supported; strata reads byte-level BPE (\"gpt2\") and "
+                               "SentencePiece (\"llama\") vocabularies");
   }
   if (vocab.tokens.empty()) return Status::Corrupt("GGUF vocabulary has no tokens");
   if (!vocab.token_types.empty() && vocab.token_types.size() != vocab.tokens.size()) {

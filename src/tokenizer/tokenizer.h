@@ -1,7 +1,8 @@
 // Tokenizer: byte-level BPE (GPT-2 / OPT / Llama-3 / SmolLM style) built from a Hugging Face
-// tokenizer.json or from a GGUF vocabulary. Pre-tokenizer regexes run through PCRE2. Special
-// (added) tokens that appear literally in the text are matched first and encoded as themselves,
-// as transformers does by default. Thread-safe after construction (all methods are const).
+// tokenizer.json or from a GGUF vocabulary, and SentencePiece (Llama 2 style) from a GGUF one.
+// Pre-tokenizer regexes run through PCRE2. Special (added) tokens that appear literally in the text
+// are matched first and encoded as themselves, as transformers does by default. Thread-safe after
+// construction (all methods are const).
 #pragma once
 
 #include <cstdint>
@@ -16,11 +17,13 @@ namespace strata {
 
 // A GGUF vocabulary as plain data (tokenizer.ggml.* keys).
 struct GgufVocab {
-  std::string model;  // must be "gpt2" (byte-level BPE)
+  std::string model;  // "gpt2" (byte-level BPE) or "llama" (SentencePiece)
   std::string pre;    // pre-tokenizer name: "smollm", "llama-bpe", "gpt-2", "default", ...
   std::vector<std::string> tokens;
   std::vector<int32_t> token_types;  // 1 normal, 2 unknown, 3 control, 4 user-defined, 6 byte
-  std::vector<std::string> merges;   // "left right"
+  std::vector<std::string> merges;   // "left right" (gpt2)
+  std::vector<float> scores;         // by id (llama)
+  bool add_space_prefix = true;      // a space before the text (llama)
   int bos_token_id = -1;
   int eos_token_id = -1;
   int eot_token_id = -1;
@@ -39,6 +42,8 @@ GgufVocab ToGgufVocab(const GgufTokenizerRecord& record) {
   vocab.tokens = record.tokens;
   vocab.token_types = record.token_types;
   vocab.merges = record.merges;
+  vocab.scores = record.scores;
+  vocab.add_space_prefix = record.add_space_prefix;
   vocab.bos_token_id = record.bos_token_id;
   vocab.eos_token_id = record.eos_token_id;
   vocab.eot_token_id = record.eot_token_id;
@@ -63,7 +68,9 @@ class Tokenizer {
   // tokenizer_config.json's bos_token; eos_id() is its eos_token. Anything else gives Unsupported;
   // a malformed file gives Corrupt; a missing one NotFound.
   static Result<std::unique_ptr<Tokenizer>> FromJsonFile(const std::string& path);
-  // Builds the tokenizer llama.cpp would from a GGUF vocabulary. `model` must be "gpt2".
+  // Builds the tokenizer llama.cpp would from a GGUF vocabulary. `model` "llama" is SentencePiece
+  // (src/tokenizer/spm_tokenizer.h: pieces, scores and token types; the rest of this comment is
+  // about "gpt2").
   // Pre-tokenizer by `pre`: "default"/"gpt-2" GPT-2's regex; "llama-bpe"/"llama3"/"llama-v3" and
   // llama.cpp's other LLAMA3 names: Llama 3's regex with ignore_merges; "smollm" and llama.cpp's
   // other users of the same split ("starcoder", "refact", "command-r", "codeshell", "exaone",

@@ -82,6 +82,13 @@ class GgufWriter {
     for (int32_t x : v) Append(&p, x);
     AddKv(key, 9, p);
   }
+  void AddF32Array(const std::string& key, const std::vector<float>& v) {
+    std::string p;
+    Append<uint32_t>(&p, 6);
+    Append<uint64_t>(&p, v.size());
+    for (float x : v) Append(&p, x);
+    AddKv(key, 9, p);
+  }
   // `ne` innermost first; `data` the raw bytes. The data offset is assigned at Build() unless
   // `offset_override` is given.
   void AddTensor(const std::string& name, std::vector<uint64_t> ne, uint32_t type, std::string data,

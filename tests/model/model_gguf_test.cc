@@ -433,6 +433,29 @@ TEST(GgufModelTest, YarnScalingFromTheMetadata) {
       << m.status().ToString();
 }
 
+// A SentencePiece vocabulary's scores and space-prefix flag reach the tokenizer data
+// (src/tokenizer/spm_tokenizer.h tokenizes with them).
+TEST(GgufModelTest, SentencePieceScoresAndSpacePrefixAreRead) {
+  std::map<std::string, std::vector<float>> e;
+  TinyGguf o;
+  std::vector<float> scores(kVocab);
+  for (int i = 0; i < kVocab; ++i) scores[static_cast<size_t>(i)] = -0.5f * i;
+  o.more_keys = [&](GgufWriter& w) {
+    w.AddF32Array("tokenizer.ggml.scores", scores);
+    w.AddBool("tokenizer.ggml.add_space_prefix", false);
+  };
+  auto m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->gguf_tokenizer().scores, scores);
+  EXPECT_FALSE((*m)->gguf_tokenizer().add_space_prefix);
+
+  scores.pop_back();
+  m = LoadTiny(o, &e);
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("tokenizer.ggml.scores"), std::string::npos)
+      << m.status().ToString();
+}
+
 TEST(GgufModelTest, UntiedOutput) {
   std::map<std::string, std::vector<float>> e;
   TinyGguf o;
