@@ -9,7 +9,8 @@ token types, no merges), with the `sentencepiece` library as the independent ref
     whitespace, split_digits, whitespace-only pieces, unk 0, bos 1, eos 2, no pad. The character
     coverage (0.99) is low enough that some characters of the hard strings (the newline, "²³½",
     some CJK, emoji, a few ASCII letters) are not pieces and go through byte fallback. The model is
-    trained twice in memory and must come out byte-identical; no .model file is written.
+    trained twice in memory and must come out byte-identical; it is also written as
+    tests/data/tokenizer/spm_style/tokenizer.model (what a Hugging Face directory ships).
 (b) Exports the vocabulary as GGUF carries it: "tokens" (pieces by id, "▁" for spaces, "<0xXX>" for
     the byte pieces), "scores", "types" (GGUF token types: 1 normal, 2 unknown, 3 control,
     4 user-defined, 5 unused, 6 byte), the special ids and "add_space_prefix", and "cases": for
@@ -39,6 +40,8 @@ from make_tokenizer_golden import HARD_STRINGS, training_corpus  # noqa: E402  (
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "data" / "tokenizer" / "spm_golden.json"
+# The trained model itself, as a Hugging Face directory of a Llama 2 style model ships it.
+MODEL_OUT = ROOT / "tests" / "data" / "tokenizer" / "spm_style" / "tokenizer.model"
 
 # More strings for SentencePiece: whitespace runs, a literal "▁", a literal byte-piece name, a long word.
 SPM_EXTRA = [
@@ -261,6 +264,8 @@ def main():
         "cases": cases,
     }
     write_json(OUT, golden)
+    MODEL_OUT.parent.mkdir(parents=True, exist_ok=True)
+    MODEL_OUT.write_bytes(proto)
     print(
         "%s: %d pieces, %d cases, %d with byte fallback, %d not round-tripping, llama.cpp port agrees on all"
         % (OUT.relative_to(ROOT), n, len(cases), len(byte_cases), sum(not c["roundtrip"] for c in cases))

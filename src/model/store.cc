@@ -249,7 +249,9 @@ json GgufTokenizerToJson(const GgufTokenizerData& t) {
           {"eos_token_id", t.eos_token_id},
           {"eot_token_id", t.eot_token_id},
           {"pad_token_id", t.pad_token_id},
-          {"add_bos", t.add_bos}};
+          {"add_bos", t.add_bos},
+          {"scores", t.scores},
+          {"add_space_prefix", t.add_space_prefix}};
 }
 
 Result<GgufTokenizerData> GgufTokenizerFromJson(const json& j) {
@@ -268,6 +270,15 @@ Result<GgufTokenizerData> GgufTokenizerFromJson(const json& j) {
   const std::optional<bool> add_bos = JsonBool(j, "add_bos");
   if (!add_bos) return Missing("add_bos");
   t.add_bos = *add_bos;
+  // Stores written before SentencePiece support carry byte-level BPE vocabularies only.
+  if (auto scores = j.find("scores"); scores != j.end()) {
+    if (!scores->is_array()) return Missing("scores");
+    for (const json& v : *scores) {
+      if (!v.is_number()) return Missing("scores");
+      t.scores.push_back(v.get<float>());
+    }
+  }
+  t.add_space_prefix = JsonBool(j, "add_space_prefix").value_or(true);
   return t;
 }
 

@@ -26,6 +26,9 @@ namespace strata {
 inline constexpr char kStoreManifestName[] = "manifest.json";
 inline constexpr char kStoreDataName[] = "tensors.bin";
 inline constexpr char kStoreTokenizerName[] = "tokenizer.json";
+// A Hugging Face directory's SentencePiece model, next to its tokenizer.json; a store keeps it
+// under the same name beside its copy of tokenizer.json.
+inline constexpr char kSentencePieceModelName[] = "tokenizer.model";
 inline constexpr char kStoreFormat[] = "strata-store";
 inline constexpr int kStoreVersion = 1;
 enum class StoreEncoding {

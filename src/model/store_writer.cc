@@ -217,6 +217,15 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
                              ec.message());
     }
     tokenizer["json"] = kStoreTokenizerName;
+    const fs::path spm =
+        fs::path(model.tokenizer_json_path()).parent_path() / kSentencePieceModelName;
+    if (fs::is_regular_file(spm, ec)) {
+      fs::copy_file(spm, root / kSentencePieceModelName, ec);
+      if (ec) {
+        return Status::IoError("cannot copy " + spm.string() + " into " + dir + ": " +
+                               ec.message());
+      }
+    }
   }
   if (!model.gguf_tokenizer().tokens.empty()) {
     tokenizer["gguf"] = GgufTokenizerToJson(model.gguf_tokenizer());

@@ -1,5 +1,6 @@
-// The tokenizer that belongs to a loaded model: its tokenizer.json for a Hugging Face directory,
-// or the vocabulary in its GGUF metadata.
+// The tokenizer that belongs to a loaded model: its tokenizer.json for a Hugging Face directory
+// (or, where that is a SentencePiece one strata refuses, the tokenizer.model beside it), or the
+// vocabulary in its GGUF metadata.
 #pragma once
 
 #include <memory>

@@ -1,13 +1,16 @@
-// The SentencePiece tokenizer of GGUF vocabularies (tokenizer.ggml.model = "llama") against the
-// sentencepiece library itself: a small BPE model trained with Llama 2's options, its pieces,
-// scores and types as a GGUF file carries them, and sentencepiece's ids for hard strings
-// (scripts/make_spm_golden.py, tests/data/tokenizer/spm_golden.json).
+// The SentencePiece tokenizers against the sentencepiece library's ids for hard strings
+// (scripts/make_spm_golden.py, tests/data/tokenizer/spm_golden.json), for a small BPE model trained
+// with Llama 2's options: strata's own, from its pieces, scores and types as a GGUF file carries
+// them (tokenizer.ggml.model = "llama"); and the library-backed one of a Hugging Face directory's
+// tokenizer.model (the same model, tests/data/tokenizer/spm_style), which must agree with it on
+// control tokens in the text, BOS and spelling.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "src/tokenizer/sentencepiece_model.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/tokenizer/test_util.h"
 
@@ -87,6 +90,34 @@ TEST_F(SpmTokenizerTest, ControlTokensInTheTextAndBos) {
   std::unique_ptr<Tokenizer> bare = Build(vocab_);
   ASSERT_NE(bare, nullptr);
   EXPECT_EQ(bare->Decode(bare->Encode("hello world", false), false), "hello world");
+}
+
+TEST_F(SpmTokenizerTest, TokenizerModelFileAgreesWithTheGgufVocabulary) {
+  Result<std::unique_ptr<Tokenizer>> file =
+      LoadSentencePieceModel(testing_util::TokenizerDataPath("spm_style/tokenizer.model"), true);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  const Tokenizer& t = **file;
+  EXPECT_EQ(t.vocab_size(), tokenizer_->vocab_size());
+  EXPECT_EQ(t.bos_id(), tokenizer_->bos_id());
+  EXPECT_EQ(t.eos_id(), tokenizer_->eos_id());
+  EXPECT_TRUE(t.add_bos_by_default());
+  for (const json& c : golden_["cases"]) {
+    const std::string text = c["text"];
+    EXPECT_EQ(t.Encode(text, false), c["ids"].get<std::vector<int32_t>>()) << Escaped(text);
+  }
+  for (const char* text : {"hello</s>world", "<s> a<s>b </s>", "x\n</s>\n"}) {
+    const std::vector<int32_t> ids = t.Encode(text, true);
+    EXPECT_EQ(ids, tokenizer_->Encode(text, true)) << Escaped(text);
+    EXPECT_EQ(t.Decode(ids, false), tokenizer_->Decode(ids, false)) << Escaped(text);
+  }
+  for (int32_t id = 0; id < t.vocab_size(); ++id) {
+    EXPECT_EQ(t.TokenBytes(id), tokenizer_->TokenBytes(id)) << id;
+    EXPECT_EQ(t.IsSpecial(id), tokenizer_->IsSpecial(id)) << id;
+  }
+  EXPECT_FALSE(
+      LoadSentencePieceModel(testing_util::TokenizerDataPath("spm_golden.json"), true).ok());
+  EXPECT_EQ(LoadSentencePieceModel("/no/such/tokenizer.model", true).status().code(),
+            StatusCode::kNotFound);
 }
 
 TEST_F(SpmTokenizerTest, MismatchedScoresAreCorrupt) {

@@ -1,0 +1,112 @@
+#include "src/tokenizer/sentencepiece_model.h"
+
+#include <sentencepiece_processor.h>
+
+#include <filesystem>
+#include <unordered_map>
+#include <vector>
+
+#include "src/tokenizer/added_tokens.h"
+
+namespace strata {
+namespace {
+
+constexpr std::string_view kSpace = "\xE2\x96\x81";  // U+2581, sentencepiece's space
+
+// What a piece decodes to: a byte piece "<0xXX>" its byte, a control piece its text, any other
+// its text with "▁" as spaces.
+std::string Spelling(const sentencepiece::SentencePieceProcessor& sp, int id) {
+  const std::string& piece = sp.IdToPiece(id);
+  if (sp.IsByte(id) && piece.size() == 6) {
+    return std::string(1, static_cast<char>(std::stoi(piece.substr(3, 2), nullptr, 16)));
+  }
+  if (sp.IsControl(id)) return piece;
+  std::string out;
+  for (size_t at = 0;;) {
+    const size_t next = piece.find(kSpace, at);
+    out.append(piece, at, next == std::string::npos ? std::string::npos : next - at);
+    if (next == std::string::npos) return out;
+    out += ' ';
+    at = next + kSpace.size();
+  }
+}
+
+class SentencePieceModelTokenizer final : public Tokenizer {
+ public:
+  SentencePieceModelTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp,
+                              AddedTokenMatcher matcher, bool add_bos)
+      : sp_(std::move(sp)), matcher_(std::move(matcher)), add_bos_(add_bos && sp_->bos_id() >= 0) {
+    for (int id = 0; id < sp_->GetPieceSize(); ++id) {
+      spellings_.push_back(Spelling(*sp_, id));
+      if (sp_->IsControl(id)) controls_.emplace(sp_->IdToPiece(id), id);
+    }
+  }
+
+  std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override {
+    std::vector<int32_t> ids;
+    if (add_bos && bos_id() >= 0) ids.push_back(bos_id());
+    for (const TextPiece& piece : matcher_.Split(text)) {
+      if (piece.token_id >= 0) {
+        ids.push_back(piece.token_id);
+        continue;
+      }
+      std::vector<int> run;
+      if (sp_->Encode(piece.text, &run).ok()) ids.insert(ids.end(), run.begin(), run.end());
+    }
+    return ids;
+  }
+  std::string TokenBytes(int32_t id) const override { return spellings_.at(id); }
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    std::string out;
+    for (const int32_t id : ids) {
+      if (id < 0 || id >= vocab_size() || (skip_special && IsSpecial(id))) continue;
+      out += spellings_[id];
+    }
+    return out;
+  }
+  int vocab_size() const override { return static_cast<int>(spellings_.size()); }
+  int bos_id() const override { return sp_->bos_id(); }
+  int eos_id() const override { return sp_->eos_id(); }
+  bool add_bos_by_default() const override { return add_bos_; }
+  bool IsSpecial(int32_t id) const override {
+    return id >= 0 && id < vocab_size() && sp_->IsControl(id);
+  }
+  int32_t SpecialTokenId(std::string_view text) const override {
+    const auto it = controls_.find(std::string(text));
+    return it == controls_.end() ? -1 : it->second;
+  }
+
+ private:
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  AddedTokenMatcher matcher_;
+  bool add_bos_;
+  std::vector<std::string> spellings_;
+  std::unordered_map<std::string, int32_t> controls_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Tokenizer>> LoadSentencePieceModel(const std::string& path, bool add_bos) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    return Status::NotFound(path + ": no such SentencePiece model");
+  }
+  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
+  if (const sentencepiece::util::Status s = sp->Load(path); !s.ok()) {
+    return Status::Corrupt(path + ": sentencepiece cannot load it: " + s.ToString());
+  }
+  std::vector<AddedToken> controls;
+  for (int id = 0; id < sp->GetPieceSize(); ++id) {
+    if (!sp->IsControl(id) || sp->IdToPiece(id).empty()) continue;
+    AddedToken token;
+    token.id = id;
+    token.content = sp->IdToPiece(id);
+    token.special = true;
+    controls.push_back(std::move(token));
+  }
+  STRATA_ASSIGN_OR_RETURN(AddedTokenMatcher matcher, AddedTokenMatcher::Create(controls));
+  return std::unique_ptr<Tokenizer>(
+      new SentencePieceModelTokenizer(std::move(sp), std::move(matcher), add_bos));
+}
+
+}  // namespace strata
