@@ -123,6 +123,10 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
   w.AddStringArray("tokenizer.ggml.tokens", tokens);
   w.AddI32Array("tokenizer.ggml.token_type", std::vector<int32_t>(kVocab, 1));
   w.AddStringArray("tokenizer.ggml.merges", {"\xC4\xA0 t"});
+  std::vector<float> scores(kVocab);
+  for (int64_t i = 0; i < kVocab; ++i) scores[static_cast<size_t>(i)] = -0.25f * i;
+  w.AddF32Array("tokenizer.ggml.scores", scores);  // as SentencePiece vocabularies carry them
+  w.AddBool("tokenizer.ggml.add_space_prefix", false);
   w.AddU32("tokenizer.ggml.eos_token_id", 2);
   w.AddString("tokenizer.chat_template", "{{ messages }}");
   int seed = 0;
@@ -154,6 +158,8 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
   EXPECT_TRUE((*loaded)->tokenizer_json_path().empty());
   EXPECT_EQ(GgufTokenizerToJson((*loaded)->gguf_tokenizer()),
             GgufTokenizerToJson(original->gguf_tokenizer()));
+  EXPECT_EQ((*loaded)->gguf_tokenizer().scores, scores);
+  EXPECT_FALSE((*loaded)->gguf_tokenizer().add_space_prefix);
   EXPECT_EQ((*loaded)->chat_template(), "{{ messages }}");
   EXPECT_EQ((*loaded)->config().rope_scaling.kind, RopeScalingKind::kFactors);
   EXPECT_EQ((*loaded)->config().rope_scaling.freq_factors, rope_freqs);
