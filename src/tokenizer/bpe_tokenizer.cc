@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "src/core/check.h"
 #include "src/tokenizer/byte_level.h"
 
 namespace strata {
@@ -36,16 +35,15 @@ Result<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(BpeTokenizerSpec spec) {
 
   std::unique_ptr<BpeTokenizer> tokenizer(
       new BpeTokenizer(std::move(model), std::move(matcher), std::move(spec.pre_tokenizer)));
-  tokenizer->token_bytes_.resize(max_id + 1);
-  tokenizer->special_.resize(max_id + 1);
+  TokenTable& table = tokenizer->table_;
+  table.Resize(static_cast<size_t>(max_id) + 1);
   for (const auto& [spelling, id] : spec.vocab) {
     // tokenizers' ByteLevel decoder keeps a token it cannot map as its literal text.
-    tokenizer->token_bytes_[id] = ByteLevelDecode(spelling).value_or(spelling);
+    table.Set(id, ByteLevelDecode(spelling).value_or(spelling), false);
   }
   for (const AddedToken& token : spec.added_tokens) {
-    tokenizer->token_bytes_[token.id] = token.content;
-    tokenizer->special_[token.id] = token.special;
-    tokenizer->added_ids_.emplace(token.content, token.id);
+    table.Set(token.id, token.content, token.special);
+    table.AddName(token.content, token.id);
   }
   tokenizer->bos_id_ = spec.bos_id;
   tokenizer->eos_id_ = spec.eos_id;
@@ -65,29 +63,6 @@ std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos) c
     for (const std::string& word : pre_tokenizer_.Run(piece.text)) model_.Encode(word, &ids);
   }
   return ids;
-}
-
-std::string BpeTokenizer::TokenBytes(int32_t id) const {
-  STRATA_CHECK(id >= 0 && id < vocab_size());
-  return token_bytes_[id];
-}
-
-std::string BpeTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
-  std::string out;
-  for (int32_t id : ids) {
-    if (id < 0 || id >= vocab_size() || (skip_special && special_[id])) continue;
-    out += token_bytes_[id];
-  }
-  return out;
-}
-
-bool BpeTokenizer::IsSpecial(int32_t id) const {
-  return id >= 0 && id < vocab_size() && special_[id];
-}
-
-int32_t BpeTokenizer::SpecialTokenId(std::string_view text) const {
-  const auto it = added_ids_.find(std::string(text));
-  return it == added_ids_.end() ? -1 : it->second;
 }
 
 }  // namespace strata

@@ -8,7 +8,6 @@
 #include <memory>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -16,6 +15,7 @@
 #include "src/tokenizer/added_tokens.h"
 #include "src/tokenizer/bpe_model.h"
 #include "src/tokenizer/pretokenizer.h"
+#include "src/tokenizer/token_table.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace strata {
@@ -39,16 +39,18 @@ class BpeTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> Create(BpeTokenizerSpec spec);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
-  std::string TokenBytes(int32_t id) const override;
+  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
   // Ids outside [0, vocab_size()) contribute nothing.
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override;
-  int vocab_size() const override { return static_cast<int>(token_bytes_.size()); }
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    return table_.Decode(ids, skip_special);
+  }
+  int vocab_size() const override { return table_.size(); }
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }
   bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override;
+  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
   // Any added token counts, special or not ("<think>" in a GGUF user-defined token).
-  int32_t SpecialTokenId(std::string_view text) const override;
+  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   BpeTokenizer(BpeModel model, AddedTokenMatcher matcher, PreTokenizer pre_tokenizer)
@@ -59,9 +61,7 @@ class BpeTokenizer final : public Tokenizer {
   BpeModel model_;
   AddedTokenMatcher matcher_;
   PreTokenizer pre_tokenizer_;
-  std::vector<std::string> token_bytes_;                // by id; empty for ids nothing names
-  std::vector<bool> special_;                           // by id
-  std::unordered_map<std::string, int32_t> added_ids_;  // content to id
+  TokenTable table_;  // bytes of ids nothing names are empty
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;
   bool add_bos_ = false;

@@ -3,10 +3,10 @@
 #include <sentencepiece_processor.h>
 
 #include <filesystem>
-#include <unordered_map>
 #include <vector>
 
 #include "src/tokenizer/added_tokens.h"
+#include "src/tokenizer/token_table.h"
 
 namespace strata {
 namespace {
@@ -36,9 +36,10 @@ class SentencePieceModelTokenizer final : public Tokenizer {
   SentencePieceModelTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp,
                               AddedTokenMatcher matcher, bool add_bos)
       : sp_(std::move(sp)), matcher_(std::move(matcher)), add_bos_(add_bos && sp_->bos_id() >= 0) {
+    table_.Resize(static_cast<size_t>(sp_->GetPieceSize()));
     for (int id = 0; id < sp_->GetPieceSize(); ++id) {
-      spellings_.push_back(Spelling(*sp_, id));
-      if (sp_->IsControl(id)) controls_.emplace(sp_->IdToPiece(id), id);
+      table_.Set(id, Spelling(*sp_, id), sp_->IsControl(id));
+      if (sp_->IsControl(id)) table_.AddName(sp_->IdToPiece(id), id);
     }
   }
 
@@ -55,33 +56,22 @@ class SentencePieceModelTokenizer final : public Tokenizer {
     }
     return ids;
   }
-  std::string TokenBytes(int32_t id) const override { return spellings_.at(id); }
+  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
   std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    std::string out;
-    for (const int32_t id : ids) {
-      if (id < 0 || id >= vocab_size() || (skip_special && IsSpecial(id))) continue;
-      out += spellings_[id];
-    }
-    return out;
+    return table_.Decode(ids, skip_special);
   }
-  int vocab_size() const override { return static_cast<int>(spellings_.size()); }
+  int vocab_size() const override { return table_.size(); }
   int bos_id() const override { return sp_->bos_id(); }
   int eos_id() const override { return sp_->eos_id(); }
   bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override {
-    return id >= 0 && id < vocab_size() && sp_->IsControl(id);
-  }
-  int32_t SpecialTokenId(std::string_view text) const override {
-    const auto it = controls_.find(std::string(text));
-    return it == controls_.end() ? -1 : it->second;
-  }
+  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
+  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   AddedTokenMatcher matcher_;
   bool add_bos_;
-  std::vector<std::string> spellings_;
-  std::unordered_map<std::string, int32_t> controls_;
+  TokenTable table_;  // control pieces are special
 };
 
 }  // namespace

@@ -74,23 +74,21 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(SpmTokenizerSpec spec) {
   STRATA_ASSIGN_OR_RETURN(AddedTokenMatcher matcher, AddedTokenMatcher::Create(added));
   std::unique_ptr<SpmTokenizer> t(new SpmTokenizer(std::move(matcher)));
   t->byte_ids_.fill(-1);
-  t->special_.assign(n, false);
-  t->spellings_.resize(n);
+  t->table_.Resize(n);
   int32_t unknown = -1;
   for (size_t id = 0; id < n; ++id) {
     const std::string& piece = spec.pieces[id];
     const int32_t type = spec.token_types[id];
     t->ids_.emplace(piece, static_cast<int32_t>(id));
     const int byte = type == kByte ? BytePieceValue(piece) : -1;
-    if (byte >= 0) {
-      t->byte_ids_[static_cast<size_t>(byte)] = static_cast<int32_t>(id);
-      t->spellings_[id] = std::string(1, static_cast<char>(byte));
-    } else {
-      t->spellings_[id] = type == kControl ? piece : Unescape(piece);
-    }
-    t->special_[id] = type == kControl;
+    if (byte >= 0) t->byte_ids_[static_cast<size_t>(byte)] = static_cast<int32_t>(id);
+    t->table_.Set(static_cast<int32_t>(id),
+                  byte >= 0          ? std::string(1, static_cast<char>(byte))
+                  : type == kControl ? piece
+                                     : Unescape(piece),
+                  type == kControl);
     if (type == kControl || type == kUserDefined) {
-      t->added_ids_.emplace(piece, static_cast<int32_t>(id));
+      t->table_.AddName(piece, static_cast<int32_t>(id));
     }
     if (type == kUnknown && unknown < 0) unknown = static_cast<int32_t>(id);
   }
@@ -193,28 +191,6 @@ std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos) c
     after_token = false;
   }
   return ids;
-}
-
-std::string SpmTokenizer::TokenBytes(int32_t id) const {
-  return spellings_.at(static_cast<size_t>(id));
-}
-
-std::string SpmTokenizer::Decode(const std::vector<int32_t>& ids, bool skip_special) const {
-  std::string out;
-  for (const int32_t id : ids) {
-    if (id < 0 || id >= vocab_size() || (skip_special && special_[id])) continue;
-    out += spellings_[id];
-  }
-  return out;
-}
-
-bool SpmTokenizer::IsSpecial(int32_t id) const {
-  return id >= 0 && id < vocab_size() && special_[id];
-}
-
-int32_t SpmTokenizer::SpecialTokenId(std::string_view text) const {
-  const auto it = added_ids_.find(std::string(text));
-  return it == added_ids_.end() ? -1 : it->second;
 }
 
 }  // namespace strata

@@ -23,6 +23,7 @@
 
 #include "src/core/status.h"
 #include "src/tokenizer/added_tokens.h"
+#include "src/tokenizer/token_table.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace strata {
@@ -46,14 +47,16 @@ class SpmTokenizer final : public Tokenizer {
   static Result<std::unique_ptr<Tokenizer>> Create(SpmTokenizerSpec spec);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
-  std::string TokenBytes(int32_t id) const override;
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override;
-  int vocab_size() const override { return static_cast<int>(spellings_.size()); }
+  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
+    return table_.Decode(ids, skip_special);
+  }
+  int vocab_size() const override { return table_.size(); }
   int bos_id() const override { return bos_id_; }
   int eos_id() const override { return eos_id_; }
   bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override;
-  int32_t SpecialTokenId(std::string_view text) const override;
+  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
+  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   explicit SpmTokenizer(AddedTokenMatcher matcher) : matcher_(std::move(matcher)) {}
@@ -63,11 +66,9 @@ class SpmTokenizer final : public Tokenizer {
   int32_t PieceId(std::string_view piece) const;  // -1 when none
 
   AddedTokenMatcher matcher_;
-  std::unordered_map<std::string, int32_t> ids_;  // piece -> id (not unused ones)
+  std::unordered_map<std::string, int32_t> ids_;  // piece -> id
   std::vector<float> scores_;
-  std::vector<std::string> spellings_;  // what each id decodes to
-  std::vector<bool> special_;           // control tokens
-  std::unordered_map<std::string, int32_t> added_ids_;
+  TokenTable table_;                     // control tokens are special
   std::array<int32_t, 256> byte_ids_{};  // -1 where the vocabulary has no byte piece
   int32_t bos_id_ = -1;
   int32_t eos_id_ = -1;

@@ -1,0 +1,60 @@
+// TokenTable: what a tokenizer's ids stand for, shared by its implementations: the bytes each id
+// decodes to, which ids are special (left out by Decode(skip_special)), and the ids of added tokens
+// by their text. Thread-safe after it is filled (const methods only).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "src/core/check.h"
+
+namespace strata {
+
+class TokenTable {
+ public:
+  // Ids [0, n), each empty and not special.
+  void Resize(size_t n) {
+    bytes_.assign(n, "");
+    special_.assign(n, false);
+  }
+  // REQUIRES: 0 <= id < size().
+  void Set(int32_t id, std::string bytes, bool special) {
+    bytes_[static_cast<size_t>(id)] = std::move(bytes);
+    special_[static_cast<size_t>(id)] = special;
+  }
+  // Makes `text` name `id` for Named() (an added token; the first one given for a text wins).
+  void AddName(const std::string& text, int32_t id) { named_.emplace(text, id); }
+
+  int size() const { return static_cast<int>(bytes_.size()); }
+  // REQUIRES: 0 <= id < size().
+  const std::string& Bytes(int32_t id) const {
+    STRATA_CHECK(id >= 0 && id < size());
+    return bytes_[static_cast<size_t>(id)];
+  }
+  bool IsSpecial(int32_t id) const { return id >= 0 && id < size() && special_[id]; }
+  // Concatenated bytes of `ids`; ids outside [0, size()) and, when `skip_special`, special ones
+  // add nothing.
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const {
+    std::string out;
+    for (const int32_t id : ids) {
+      if (id < 0 || id >= size() || (skip_special && special_[id])) continue;
+      out += bytes_[id];
+    }
+    return out;
+  }
+  // The id an added token's text names, or -1.
+  int32_t Named(std::string_view text) const {
+    const auto it = named_.find(std::string(text));
+    return it == named_.end() ? -1 : it->second;
+  }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<bool> special_;
+  std::unordered_map<std::string, int32_t> named_;
+};
+
+}  // namespace strata
