@@ -1,5 +1,6 @@
 #include "src/tokenizer/spm_tokenizer.h"
 
+#include <algorithm>
 #include <queue>
 
 namespace strata {
@@ -79,7 +80,7 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(SpmTokenizerSpec spec) {
   for (size_t id = 0; id < n; ++id) {
     const std::string& piece = spec.pieces[id];
     const int32_t type = spec.token_types[id];
-    t->ids_.emplace(piece, static_cast<int32_t>(id));
+    t->ids_.insert_or_assign(piece, static_cast<int32_t>(id));  // as llama.cpp: the last one wins
     const int byte = type == kByte ? BytePieceValue(piece) : -1;
     if (byte >= 0) t->byte_ids_[static_cast<size_t>(byte)] = static_cast<int32_t>(id);
     t->table_.Set(static_cast<int32_t>(id),

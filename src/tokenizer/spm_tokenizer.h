@@ -6,8 +6,8 @@
 //     such a token (add_space_prefix), and every space becomes "▁" (U+2581);
 //   - a run starts as its UTF-8 characters; repeatedly, of the adjacent pairs whose concatenation
 //     is a piece, the one with the highest score (the leftmost on a tie) is merged;
-//   - what is left is a piece, or is split back into the pair it was merged from, or else goes
-//     out byte by byte as the "<0xXX>" byte pieces (byte fallback); a byte without one is dropped.
+//   - what is left is a piece, or else goes out byte by byte as the "<0xXX>" byte pieces (byte
+//     fallback), or as the unknown piece for a byte that has none (dropped without either).
 // TokenBytes spells "▁" as a space and a byte piece as its byte, so decoded text keeps the space
 // put before the first word (as llama.cpp's pieces do; a completion starts with the space that
 // separates it from its prompt). Thread-safe (const after construction).
