@@ -29,8 +29,9 @@ bool Contains(const auto& names, std::string_view name) {
 }
 
 Status BuildPreTokenizer(const std::string& pre, BpeTokenizerSpec* spec) {
-  if (Contains(kLlama3Names, pre)) {
-    STRATA_ASSIGN_OR_RETURN(Regex split, Regex::Compile(kLlama3SplitPattern));
+  if (Contains(kLlama3Names, pre) || pre == "tekken") {  // both ignore_merges in llama.cpp
+    STRATA_ASSIGN_OR_RETURN(
+        Regex split, Regex::Compile(pre == "tekken" ? kTekkenSplitPattern : kLlama3SplitPattern));
     spec->pre_tokenizer.AddSplit(std::move(split), SplitBehavior::kIsolated, /*invert=*/false);
     spec->model_options.ignore_merges = true;
     return Status::Ok();

@@ -20,6 +20,13 @@ inline constexpr std::string_view kGpt2SplitPattern =
 inline constexpr std::string_view kLlama3SplitPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*)"
     R"(|\s*[\r\n]+|\s+(?!\S)|\s+)";
+// The split of Mistral's Tekken tokenizer.json (Mistral Nemo, Mistral Small 3; llama.cpp's
+// "tekken", which rewrites it for its own regex engine): words split at lower-to-upper case
+// changes, single digits, and "/" kept with the punctuation run before it.
+inline constexpr std::string_view kTekkenSplitPattern =
+    R"([^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+)"
+    R"(|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*)"
+    R"(|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+)";
 // The split of Qwen2's tokenizer.json (and llama.cpp's "qwen2"): Llama 3's with single digits.
 inline constexpr std::string_view kQwen2SplitPattern =
     R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*)"

@@ -72,11 +72,13 @@ class Tokenizer {
   // (src/tokenizer/spm_tokenizer.h: pieces, scores and token types; the rest of this comment is
   // about "gpt2").
   // Pre-tokenizer by `pre`: "default"/"gpt-2" GPT-2's regex; "llama-bpe"/"llama3"/"llama-v3" and
-  // llama.cpp's other LLAMA3 names: Llama 3's regex with ignore_merges; "smollm" and llama.cpp's
-  // other users of the same split ("starcoder", "refact", "command-r", "codeshell", "exaone",
-  // "minerva"): each digit alone, then GPT-2's regex; anything else GPT-2's regex with a warning.
-  // BOS/EOS ids and add_bos are taken as given (llama.cpp defaults add_bos to true for the LLAMA3
-  // names when the file has no tokenizer.ggml.add_bos_token; the reader must apply that). Control
+  // llama.cpp's other LLAMA3 names: Llama 3's regex with ignore_merges; "tekken": Mistral's
+  // Tekken regex with ignore_merges; "qwen2" (and aliases): Qwen2's regex; "smollm" and
+  // llama.cpp's other users of the same split ("starcoder", "refact", "command-r", "codeshell",
+  // "exaone", "minerva"): each digit alone, then GPT-2's regex; anything else GPT-2's regex with a
+  // warning. BOS/EOS ids and add_bos are taken as given (llama.cpp defaults add_bos to true for
+  // the LLAMA3 names and "tekken" when the file has no tokenizer.ggml.add_bos_token, which
+  // converted files always carry; strata's GGUF reader defaults it to false there). Control
   // (3) and user-defined (4) tokens are matched literally in the text; control tokens are special.
   static Result<std::unique_ptr<Tokenizer>> FromGgufVocab(const GgufVocab& vocab);
 

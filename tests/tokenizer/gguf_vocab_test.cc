@@ -76,6 +76,12 @@ TEST(GgufVocabTest, PreTokenizerNames) {
   EXPECT_EQ(llama3->Encode("abcd", false), (std::vector<int32_t>{263}));
   EXPECT_EQ(gpt2->Encode("abcd", false).size(), 2u);
   EXPECT_EQ(unknown->Encode(" 123", false), gpt2->Encode(" 123", false));
+  // Tekken emits whole vocabulary words too (ignore_merges) and splits digits one by one.
+  std::unique_ptr<Tokenizer> tekken = Build(SmallVocab("tekken"));
+  ASSERT_NE(tekken, nullptr);
+  EXPECT_EQ(tekken->Encode("abcd", false), (std::vector<int32_t>{263}));
+  EXPECT_EQ(tekken->Encode("123", false),
+            (std::vector<int32_t>{Id(*tekken, "1"), Id(*tekken, "2"), Id(*tekken, "3")}));
 }
 
 // The qwen2_style vocabulary of the BPE goldens as a GGUF file would carry it (tokens by id,

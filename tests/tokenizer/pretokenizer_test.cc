@@ -62,6 +62,19 @@ TEST(PreTokenizerTest, Llama3Split) {
   EXPECT_EQ(pre.Run("a.\n\nb"), (Pieces{"a", ".\n\n", "b"}));
 }
 
+// Mistral's Tekken split; the pieces are what Hugging Face tokenizers' Split (isolated) gives for
+// the same pattern (tokenizers 0.23.3).
+TEST(PreTokenizerTest, TekkenSplit) {
+  PreTokenizer pre = SplitOn(kTekkenSplitPattern, SplitBehavior::kIsolated);
+  EXPECT_EQ(pre.Run("HelloWorld IOStream 2024"),
+            (Pieces{"Hello", "World", " IOStream", " ", "2", "0", "2", "4"}));
+  EXPECT_EQ(pre.Run(" path/to/file.txt\n"), (Pieces{" path", "/to", "/file", ".txt", "\n"}));
+  EXPECT_EQ(pre.Run("don't STOP l'\xC3\xA9t\xC3\xA9"),
+            (Pieces{"don", "'t", " STOP", " l", "'\xC3\xA9t\xC3\xA9"}));
+  EXPECT_EQ(pre.Run("x  123 y\t\t456"),
+            (Pieces{"x", " ", " ", "1", "2", "3", " y", "\t", "\t", "4", "5", "6"}));
+}
+
 TEST(PreTokenizerTest, InvalidUtf8BytesBecomePieces) {
   PreTokenizer pre;
   ASSERT_TRUE(pre.AddByteLevel(false, true).ok());
