@@ -78,31 +78,13 @@ class GgufModelReader {
     if (const std::string* s = String("tokenizer.ggml.pre")) t.pre = *s;
     if (const std::vector<std::string>* s = Strings("tokenizer.ggml.tokens")) t.tokens = *s;
     if (const std::vector<std::string>* s = Strings("tokenizer.ggml.merges")) t.merges = *s;
-    if (const GgufValue* scores = gguf_.Find("tokenizer.ggml.scores")) {
-      if (scores->type() != GgufValueType::kArray || scores->size() != t.tokens.size()) {
-        return Corrupt("tokenizer.ggml.scores is not an array as long as the token list");
-      }
-      t.scores.reserve(t.tokens.size());
-      for (uint64_t i = 0; i < scores->size(); ++i) {
-        const std::optional<double> v = scores->FloatAt(i);
-        if (!v) return Corrupt("tokenizer.ggml.scores holds a non-number");
-        t.scores.push_back(static_cast<float>(*v));
-      }
-    }
+    STRATA_RETURN_IF_ERROR(
+        PerToken("tokenizer.ggml.scores", &GgufValue::FloatAt, t.tokens.size(), &t.scores));
     if (const GgufValue* v = gguf_.Find("tokenizer.ggml.add_space_prefix"); v && v->AsBool()) {
       t.add_space_prefix = *v->AsBool();
     }
-    if (const GgufValue* types = gguf_.Find("tokenizer.ggml.token_type")) {
-      if (types->type() != GgufValueType::kArray || types->size() != t.tokens.size()) {
-        return Corrupt("tokenizer.ggml.token_type is not an array as long as the token list");
-      }
-      t.token_types.reserve(t.tokens.size());
-      for (uint64_t i = 0; i < types->size(); ++i) {
-        const std::optional<int64_t> v = types->IntAt(i);
-        if (!v) return Corrupt("tokenizer.ggml.token_type holds a non-integer");
-        t.token_types.push_back(static_cast<int32_t>(*v));
-      }
-    }
+    STRATA_RETURN_IF_ERROR(
+        PerToken("tokenizer.ggml.token_type", &GgufValue::IntAt, t.tokens.size(), &t.token_types));
     if (t.tokens.size() > static_cast<size_t>(b_.config().vocab_size)) {
       return Corrupt("the tokenizer has more tokens than the model's vocabulary");
     }
@@ -190,6 +172,25 @@ class GgufModelReader {
       return nullptr;
     }
     return &v->strings();
+  }
+
+  // The numeric array `key`, one element per token, read with `at` (GgufValue::IntAt or FloatAt)
+  // into `out`; nothing when the key is absent.
+  template <typename T, typename Element>
+  Status PerToken(const char* key, std::optional<Element> (GgufValue::*at)(uint64_t) const,
+                  size_t tokens, std::vector<T>* out) const {
+    const GgufValue* v = gguf_.Find(key);
+    if (v == nullptr) return Status::Ok();
+    if (v->type() != GgufValueType::kArray || v->size() != tokens) {
+      return Corrupt(std::string(key) + " is not an array as long as the token list");
+    }
+    out->reserve(tokens);
+    for (uint64_t i = 0; i < v->size(); ++i) {
+      const std::optional<Element> e = (v->*at)(i);
+      if (!e) return Corrupt(std::string(key) + " holds an element of the wrong type");
+      out->push_back(static_cast<T>(*e));
+    }
+    return Status::Ok();
   }
 
   // An int-valued key; `fallback` when absent (Corrupt when absent without one, or not an int).

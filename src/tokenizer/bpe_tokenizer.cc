@@ -45,16 +45,13 @@ Result<std::unique_ptr<Tokenizer>> BpeTokenizer::Create(BpeTokenizerSpec spec) {
     table.Set(token.id, token.content, token.special);
     table.AddName(token.content, token.id);
   }
-  tokenizer->bos_id_ = spec.bos_id;
-  tokenizer->eos_id_ = spec.eos_id;
-  tokenizer->add_bos_ = spec.add_bos && spec.bos_id >= 0;
+  tokenizer->SetSpecialIds(spec.bos_id, spec.eos_id, spec.add_bos);
   return std::unique_ptr<Tokenizer>(std::move(tokenizer));
 }
 
 std::vector<int32_t> BpeTokenizer::Encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> ids;
+  std::vector<int32_t> ids = StartIds(add_bos);
   ids.reserve(text.size() / 3 + 2);
-  if (add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
   for (const TextPiece& piece : matcher_.Split(text)) {
     if (piece.token_id >= 0) {
       ids.push_back(piece.token_id);

@@ -32,25 +32,13 @@ struct BpeTokenizerSpec {
   bool add_bos = false;  // whether BOS is prepended by default; REQUIRES: bos_id >= 0 when set
 };
 
-class BpeTokenizer final : public Tokenizer {
+class BpeTokenizer final : public TableTokenizer {
  public:
   // Errors: InvalidArgument for a negative id or a bos/eos id outside the vocabulary, Corrupt for
   // a merge that names a missing token.
   static Result<std::unique_ptr<Tokenizer>> Create(BpeTokenizerSpec spec);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
-  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
-  // Ids outside [0, vocab_size()) contribute nothing.
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    return table_.Decode(ids, skip_special);
-  }
-  int vocab_size() const override { return table_.size(); }
-  int bos_id() const override { return bos_id_; }
-  int eos_id() const override { return eos_id_; }
-  bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
-  // Any added token counts, special or not ("<think>" in a GGUF user-defined token).
-  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   BpeTokenizer(BpeModel model, AddedTokenMatcher matcher, PreTokenizer pre_tokenizer)
@@ -61,10 +49,6 @@ class BpeTokenizer final : public Tokenizer {
   BpeModel model_;
   AddedTokenMatcher matcher_;
   PreTokenizer pre_tokenizer_;
-  TokenTable table_;  // bytes of ids nothing names are empty
-  int32_t bos_id_ = -1;
-  int32_t eos_id_ = -1;
-  bool add_bos_ = false;
 };
 
 }  // namespace strata

@@ -31,21 +31,21 @@ std::string Spelling(const sentencepiece::SentencePieceProcessor& sp, int id) {
   }
 }
 
-class SentencePieceModelTokenizer final : public Tokenizer {
+class SentencePieceModelTokenizer final : public TableTokenizer {
  public:
   SentencePieceModelTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp,
                               AddedTokenMatcher matcher, bool add_bos)
-      : sp_(std::move(sp)), matcher_(std::move(matcher)), add_bos_(add_bos && sp_->bos_id() >= 0) {
+      : sp_(std::move(sp)), matcher_(std::move(matcher)) {
+    SetSpecialIds(sp_->bos_id(), sp_->eos_id(), add_bos);
     table_.Resize(static_cast<size_t>(sp_->GetPieceSize()));
     for (int id = 0; id < sp_->GetPieceSize(); ++id) {
-      table_.Set(id, Spelling(*sp_, id), sp_->IsControl(id));
+      table_.Set(id, Spelling(*sp_, id), sp_->IsControl(id));  // control pieces are special
       if (sp_->IsControl(id)) table_.AddName(sp_->IdToPiece(id), id);
     }
   }
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override {
-    std::vector<int32_t> ids;
-    if (add_bos && bos_id() >= 0) ids.push_back(bos_id());
+    std::vector<int32_t> ids = StartIds(add_bos);
     for (const TextPiece& piece : matcher_.Split(text)) {
       if (piece.token_id >= 0) {
         ids.push_back(piece.token_id);
@@ -56,22 +56,10 @@ class SentencePieceModelTokenizer final : public Tokenizer {
     }
     return ids;
   }
-  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    return table_.Decode(ids, skip_special);
-  }
-  int vocab_size() const override { return table_.size(); }
-  int bos_id() const override { return sp_->bos_id(); }
-  int eos_id() const override { return sp_->eos_id(); }
-  bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
-  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   AddedTokenMatcher matcher_;
-  bool add_bos_;
-  TokenTable table_;  // control pieces are special
 };
 
 }  // namespace

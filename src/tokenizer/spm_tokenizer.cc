@@ -97,9 +97,7 @@ Result<std::unique_ptr<Tokenizer>> SpmTokenizer::Create(SpmTokenizerSpec spec) {
     if (id < 0) id = unknown;
   }
   t->scores_ = std::move(spec.scores);
-  t->bos_id_ = spec.bos_id;
-  t->eos_id_ = spec.eos_id;
-  t->add_bos_ = spec.add_bos && spec.bos_id >= 0;
+  t->SetSpecialIds(spec.bos_id, spec.eos_id, spec.add_bos);
   t->add_space_prefix_ = spec.add_space_prefix;
   return std::unique_ptr<Tokenizer>(std::move(t));
 }
@@ -171,8 +169,7 @@ void SpmTokenizer::EncodeRun(std::string_view text, std::vector<int32_t>* out) c
 }
 
 std::vector<int32_t> SpmTokenizer::Encode(std::string_view text, bool add_bos) const {
-  std::vector<int32_t> ids;
-  if (add_bos && bos_id_ >= 0) ids.push_back(bos_id_);
+  std::vector<int32_t> ids = StartIds(add_bos);
   bool after_token = true;  // the text starts as if after a token: it gets the space prefix
   for (const TextPiece& piece : matcher_.Split(text)) {
     if (piece.token_id >= 0) {

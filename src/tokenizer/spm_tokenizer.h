@@ -24,7 +24,6 @@
 #include "src/core/status.h"
 #include "src/tokenizer/added_tokens.h"
 #include "src/tokenizer/token_table.h"
-#include "src/tokenizer/tokenizer.h"
 
 namespace strata {
 
@@ -40,23 +39,13 @@ struct SpmTokenizerSpec {
   bool add_space_prefix = true;
 };
 
-class SpmTokenizer final : public Tokenizer {
+class SpmTokenizer final : public TableTokenizer {
  public:
   // Errors: Corrupt when scores or types do not match the pieces in number, or bos/eos lie
   // outside the vocabulary.
   static Result<std::unique_ptr<Tokenizer>> Create(SpmTokenizerSpec spec);
 
   std::vector<int32_t> Encode(std::string_view text, bool add_bos) const override;
-  std::string TokenBytes(int32_t id) const override { return table_.Bytes(id); }
-  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const override {
-    return table_.Decode(ids, skip_special);
-  }
-  int vocab_size() const override { return table_.size(); }
-  int bos_id() const override { return bos_id_; }
-  int eos_id() const override { return eos_id_; }
-  bool add_bos_by_default() const override { return add_bos_; }
-  bool IsSpecial(int32_t id) const override { return table_.IsSpecial(id); }
-  int32_t SpecialTokenId(std::string_view text) const override { return table_.Named(text); }
 
  private:
   explicit SpmTokenizer(AddedTokenMatcher matcher) : matcher_(std::move(matcher)) {}
@@ -68,11 +57,7 @@ class SpmTokenizer final : public Tokenizer {
   AddedTokenMatcher matcher_;
   std::unordered_map<std::string, int32_t> ids_;  // piece -> id
   std::vector<float> scores_;
-  TokenTable table_;                     // control tokens are special
   std::array<int32_t, 256> byte_ids_{};  // -1 where the vocabulary has no byte piece
-  int32_t bos_id_ = -1;
-  int32_t eos_id_ = -1;
-  bool add_bos_ = true;
   bool add_space_prefix_ = true;
 };
 

@@ -1,6 +1,7 @@
 // TokenTable: what a tokenizer's ids stand for, shared by its implementations: the bytes each id
 // decodes to, which ids are special (left out by Decode(skip_special)), and the ids of added tokens
-// by their text. Thread-safe after it is filled (const methods only).
+// by their text. TableTokenizer: a Tokenizer that answers everything but Encode from one, with
+// its BOS/EOS ids. Thread-safe after they are filled (const methods only).
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "src/core/check.h"
+#include "src/tokenizer/tokenizer.h"
 
 namespace strata {
 
@@ -55,6 +57,41 @@ class TokenTable {
   std::vector<std::string> bytes_;
   std::vector<bool> special_;
   std::unordered_map<std::string, int32_t> named_;
+};
+
+class TableTokenizer : public Tokenizer {
+ public:
+  std::string TokenBytes(int32_t id) const final { return table_.Bytes(id); }
+  // Ids outside [0, vocab_size()) contribute nothing.
+  std::string Decode(const std::vector<int32_t>& ids, bool skip_special) const final {
+    return table_.Decode(ids, skip_special);
+  }
+  int vocab_size() const final { return table_.size(); }
+  int bos_id() const final { return bos_id_; }
+  int eos_id() const final { return eos_id_; }
+  bool add_bos_by_default() const final { return add_bos_; }
+  bool IsSpecial(int32_t id) const final { return table_.IsSpecial(id); }
+  // Any added token counts, special or not ("<think>" in a GGUF user-defined token).
+  int32_t SpecialTokenId(std::string_view text) const final { return table_.Named(text); }
+
+ protected:
+  // BOS is prepended by default only when `add_bos` and the tokenizer has one.
+  void SetSpecialIds(int32_t bos_id, int32_t eos_id, bool add_bos) {
+    bos_id_ = bos_id;
+    eos_id_ = eos_id;
+    add_bos_ = add_bos && bos_id >= 0;
+  }
+  // What Encode's ids start with: BOS when `add_bos` and the tokenizer has one.
+  std::vector<int32_t> StartIds(bool add_bos) const {
+    return add_bos && bos_id_ >= 0 ? std::vector<int32_t>{bos_id_} : std::vector<int32_t>{};
+  }
+
+  TokenTable table_;
+
+ private:
+  int32_t bos_id_ = -1;
+  int32_t eos_id_ = -1;
+  bool add_bos_ = false;
 };
 
 }  // namespace strata
