@@ -6,12 +6,12 @@
 // softmax: the step's key codes give its scores, the scores update the softmax state, and the
 // step's value codes are weighted by the probabilities, so scores never leave L1. Keys are dotted
 // with the query in exact integer arithmetic (VNNI, the query split into signed-byte digits, see
-// kQMax); value codes are widened by bit manipulation only (no integer-to-float conversion, see
-// Unpacker): each lane holds x = 2 + n/8 for its code n, and the algebra absorbs the offset: per
-// group p·v' = 8·scale·(p·x) + (minimum - 16·scale)·Σp.
+// kQMax), and value codes are weighted the same way (the step's weights p · scale split into
+// digits, see kWMax): per group p·v' = scale·(p·n) + minimum·p, the codes never widened to floats.
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -46,48 +46,6 @@ STRATA_AVX512_INLINE __m512 Exp(__m512 x) {
   p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
   const __m512 y = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
   return _mm512_scalef_ps(y, n);
-}
-
-// Which element of its 64-element group lane i % 16 of unpacked vector i / 16 holds (Unpacker).
-constexpr int Element(int i) { return 8 * (i % 16 / 2) + 2 * (i / 16) + i % 2; }
-
-// Widens the 32 value-code bytes of a group (64 nibbles) into 4 vectors of x = 2 + n/8:
-// a broadcast load, a shift and a mask turn them into 64 bytes of one nibble each (byte e holds
-// element e), then per vector one masked VBMI multishift moves 16 of those bytes, 3 bits up, into
-// the mantissa of 2.0 (byte 2 of the lane; the window's other bits fall in the zero high halves of
-// the nibble's byte and of the byte below, so no further masking is needed). In qword Q, vector j
-// takes bytes 2j and 2j + 1 of that qword.
-struct Unpacker {
-  __m512i control[4];
-  __m512i shift;  // per 16-bit word: 0 in the low 256 bits, 4 in the high ones
-  __m512i low;    // 0x0F in every byte
-  __m512i two;    // 2.0f in every lane
-};
-
-STRATA_AVX512_INLINE Unpacker MakeUnpacker() {
-  Unpacker u;
-  for (int j = 0; j < 4; ++j) {
-    // Byte 2 of each dword: the window starts 3 bits below byte k = 2j (even lane) or 2j + 1.
-    const long long even = (8 * (2 * j) - 3) & 63, odd = (8 * (2 * j + 1) - 3) & 63;
-    u.control[j] = _mm512_set1_epi64((even << 16) | (odd << 48));
-  }
-  u.shift = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(4), 1);
-  u.low = _mm512_set1_epi8(0x0F);
-  u.two = _mm512_set1_epi32(0x40000000);
-  return u;
-}
-
-// Byte e = nibble e of the group at c (low nibbles are elements 0..31, high ones 32..63).
-STRATA_AVX512_INLINE __m512i Nibbles(const uint8_t* c, const Unpacker& u) {
-  const __m512i bytes =
-      _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(c)));
-  return _mm512_and_si512(_mm512_srlv_epi16(bytes, u.shift), u.low);
-}
-
-// Lane L of vector j: x = 2 + n/8 for element Element(16 j + L).
-STRATA_AVX512_INLINE __m512 Widen(__m512i nibbles, int j, const Unpacker& u) {
-  return _mm512_castsi512_ps(
-      _mm512_mask_multishift_epi64_epi8(u.two, 0x4444444444444444ull, u.control[j], nibbles));
 }
 
 // out[g][0][t] = scale and out[g][1][t] = minimum of group g for the tile's tokens (0 past n).
@@ -237,66 +195,139 @@ STRATA_AVX512 void KeyDots(const uint8_t* codes, int heads, int groups, int patt
   }
 }
 
-// a[h][i] += wt[h · wt_stride] · x_i, x_i vector v0 + i (Unpacker order) of the group at row.
-template <int H, int V>
-STRATA_AVX512_INLINE void AddValueRow(const uint8_t* row, const float* wt, int wt_stride, int v0,
-                                      const Unpacker& control, __m512 (&a)[H][V]) {
-  const __m512i nibbles = Nibbles(row, control);
-  __m512 x[V];
-  for (int i = 0; i < V; ++i) x[i] = Widen(nibbles, v0 + i, control);
-  for (int h = 0; h < H; ++h) {
-    const __m512 weight = _mm512_set1_ps(wt[h * wt_stride]);
-    for (int i = 0; i < V; ++i) a[h][i] = _mm512_fmadd_ps(weight, x[i], a[h][i]);
+// Values are weighted in integers (VNNI) as well. Per step, group and head, ScoreStep stores the
+// weights w_t = p_t · scale_t (p the probability, scale the token's value scale) as w ≈ s · W,
+// 0 <= W <= kWMax, by the three bytes of W (digits 0..255, unsigned operands of vpdpbusd, the
+// codes being the signed ones), one byte per token and digit, so that four consecutive tokens'
+// digits make one int32 that vpdpbusd broadcasts. Each W is rounded by at most s/2 = 2^-25 of the
+// step's largest weight; per digit Σ digit · n over a step's 64 tokens stays below 64 · 15 · 255
+// (int32 sums are exact), and the three sums are joined in fp32 (W · n = Σ_k 256^k · digit_k · n).
+constexpr int kWMax = (1 << 24) - 1;
+
+// One (step, group, head) block of `Pass::weights`: per tile of the step, 16 bytes of each digit
+// (digit k of the tile's token i at byte 16 k + i), then s.
+struct StepWeights {
+  alignas(64) uint8_t digit[kStepTiles][64];
+  float s;
+};
+static_assert(sizeof(StepWeights) == (kStep + 16) * sizeof(float), "ScratchLayout's `weights`");
+
+// acc + vpdpbusd(u8, s8), in inline assembly: with the intrinsic GCC 12 copies each loop-carried
+// accumulator to a scratch register and back around every instruction.
+STRATA_AVX512_INLINE __m512i DotAdd(__m512i acc, __m512i u8, __m512i s8) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+  return acc;
+}
+
+// Four tokens' value codes of one group (rows r0..r3, 32 bytes each) as four vectors of int32
+// lanes that hold the four tokens' codes of one element, a byte per token: vector j lane i holds
+// element 16 j + i, so the vectors are the group's 64 elements in their natural order.
+struct Quad {
+  __m512i v[4];
+};
+
+STRATA_AVX512_INLINE __m512i LoadRows(const uint8_t* a, const uint8_t* b) {
+  return _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)), 1);
+}
+
+// Byte i of a row holds element i in its low nibble and element 32 + i in its high one; `index`
+// gathers byte i of the four rows into lane i (index[0]) and lane i - 16 (index[1]).
+STRATA_AVX512_INLINE Quad QuadCodes(const uint8_t* rows, long row_bytes, const __m512i* index) {
+  const __m512i first = LoadRows(rows, rows + row_bytes);
+  const __m512i second = LoadRows(rows + 2 * row_bytes, rows + 3 * row_bytes);
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  const __m512i x0 = _mm512_permutex2var_epi8(first, index[0], second);
+  const __m512i x1 = _mm512_permutex2var_epi8(first, index[1], second);
+  return {{_mm512_and_si512(x0, low), _mm512_and_si512(x1, low),
+           _mm512_and_si512(_mm512_srli_epi16(x0, 4), low),
+           _mm512_and_si512(_mm512_srli_epi16(x1, 4), low)}};
+}
+
+// A partial last quad: `count` < 4 rows (row_bytes apart from `rows`), zero-padded in `tail`.
+STRATA_AVX512 Quad TailQuad(const uint8_t* rows, int count, long row_bytes, const __m512i* index,
+                            uint8_t* tail) {
+  std::memset(tail, 0, 4 * 32);
+  for (int r = 0; r < count; ++r) std::memcpy(tail + 32 * r, rows + r * row_bytes, 32);
+  return QuadCodes(tail, 32, index);
+}
+
+// The int32 of digit k of the step's tokens t..t + 3, broadcast.
+STRATA_AVX512_INLINE __m512i Digits(const StepWeights& w, int k, int t) {
+  int32_t four;
+  std::memcpy(&four, w.digit[t / kTile] + 16 * k + t % kTile, 4);
+  return _mm512_set1_epi32(four);
+}
+
+// acc = corr · acc + s · Σ_k 256^k · sum[k], over one group's 4 vectors.
+STRATA_AVX512_INLINE void AddWeighted(const __m512i (&sum)[3][4], float corr, float s, float* acc) {
+  const __m512 c = _mm512_set1_ps(corr), scale = _mm512_set1_ps(s), base = _mm512_set1_ps(256.0f);
+  for (int i = 0; i < 4; ++i) {
+    __m512 total = _mm512_cvtepi32_ps(sum[2][i]);
+    total = _mm512_fmadd_ps(total, base, _mm512_cvtepi32_ps(sum[1][i]));
+    total = _mm512_fmadd_ps(total, base, _mm512_cvtepi32_ps(sum[0][i]));
+    float* a = acc + 16 * i;
+    _mm512_store_ps(a, _mm512_fmadd_ps(c, _mm512_load_ps(a), _mm512_mul_ps(scale, total)));
   }
 }
 
-// For H query heads and the V vectors v0.. of a group's 4 (Unpacker order): acc_h = corr_h · acc_h
-// + the sum over the step's n tokens of wt_h[t] · x_t, x_t the unpacked value codes, each row
-// unpacked once for the H heads; corr_h = corr[h · corr_stride]. The step is summed apart and
-// then added, so that a long context adds into acc once per step, not once per token (rounding
-// error grows with the chain length, and Σ wt · x, about 16 · Σ p · scale, cancels with the
-// minimum's term later).
-// The loop takes tokens in pairs; one or two heads give the odd tokens their own accumulators to
-// keep the FMA chains short (more heads already have enough independent chains).
-template <int H, int V>
-STRATA_AVX512_OUTLINE void TileValues(const uint8_t* codes, int n, int d, const float* wt,
-                                      int wt_stride, const float* corr, int corr_stride,
-                                      const Unpacker& control, int v0, float* acc) {
-  constexpr bool kSplit = H <= 2;
-  __m512 even[H][V], odd[H][V];
-  for (int h = 0; h < H; ++h) {
-    for (int i = 0; i < V; ++i) even[h][i] = odd[h][i] = _mm512_setzero_ps();
+// sum[k] += the products of quad x (tokens t..t + 3) with digit k of their weights.
+STRATA_AVX512_INLINE void AddQuad(const Quad& x, const StepWeights& w, int t,
+                                  __m512i (&sum)[3][4]) {
+  for (int k = 0; k < 3; ++k) {
+    const __m512i digits = Digits(w, k, t);
+    for (int i = 0; i < 4; ++i) sum[k][i] = DotAdd(sum[k][i], digits, x.v[i]);
   }
-  const uint8_t* row = codes;
-  const long row_bytes = d / 2;
+}
+
+// One query head's values of one group over the step's n tokens, straight from the codes (rows
+// row_bytes apart): acc = corr · acc + Σ w · n, the three digits at once (12 independent
+// accumulators; fewer would wait on vpdpbusd's latency).
+STRATA_AVX512_OUTLINE void OneHeadValues(const uint8_t* codes, int n, long row_bytes,
+                                         const __m512i* index, uint8_t* tail, const StepWeights& w,
+                                         float corr, float* acc) {
+  __m512i sum[3][4];
+  for (int k = 0; k < 3; ++k) {
+    for (int i = 0; i < 4; ++i) sum[k][i] = _mm512_setzero_si512();
+  }
   int t = 0;
-  for (; t + 1 < n; t += 2, row += 2 * row_bytes) {
-    AddValueRow<H, V>(row, wt + t, wt_stride, v0, control, even);
-    AddValueRow<H, V>(row + row_bytes, wt + t + 1, wt_stride, v0, control, kSplit ? odd : even);
-  }
-  if (t < n) AddValueRow<H, V>(row, wt + t, wt_stride, v0, control, even);
-  for (int h = 0; h < H; ++h) {
-    const __m512 c = _mm512_set1_ps(corr[h * corr_stride]);
-    for (int i = 0; i < V; ++i) {
-      const __m512 sum = kSplit ? _mm512_add_ps(even[h][i], odd[h][i]) : even[h][i];
-      float* a = acc + h * d + 16 * (v0 + i);
-      _mm512_store_ps(a, _mm512_fmadd_ps(c, _mm512_load_ps(a), sum));
+  for (; t + 4 <= n; t += 4) AddQuad(QuadCodes(codes + t * row_bytes, row_bytes, index), w, t, sum);
+  if (t < n) AddQuad(TailQuad(codes + t * row_bytes, n - t, row_bytes, index, tail), w, t, sum);
+  AddWeighted(sum, corr, w.s, acc);
+}
+
+// The step's value codes of one group as Quads, for several heads to share.
+STRATA_AVX512 void StepQuads(const uint8_t* codes, int n, long row_bytes, const __m512i* index,
+                             uint8_t* tail, Quad* quads) {
+  int t = 0;
+  for (; t + 4 <= n; t += 4) quads[t / 4] = QuadCodes(codes + t * row_bytes, row_bytes, index);
+  if (t < n) quads[t / 4] = TailQuad(codes + t * row_bytes, n - t, row_bytes, index, tail);
+}
+
+// OneHeadValues for H query heads (weights w[0..H), rescale factors corr[0..H), outputs
+// acc + h · d) over the step's `count` quads: the three digits one after another, so that the
+// 12 · H accumulators stay 4 · H.
+template <int H>
+STRATA_AVX512_OUTLINE void StepValues(const Quad* quads, int count, const StepWeights* w,
+                                      const float* corr, int d, float* acc) {
+  __m512i sum[H][3][4];
+  for (int k = 0; k < 3; ++k) {
+    __m512i part[H][4];
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < 4; ++i) part[h][i] = _mm512_setzero_si512();
+    }
+    for (int q = 0; q < count; ++q) {
+      for (int h = 0; h < H; ++h) {
+        const __m512i digits = Digits(w[h], k, 4 * q);
+        for (int i = 0; i < 4; ++i) part[h][i] = DotAdd(part[h][i], digits, quads[q].v[i]);
+      }
+    }
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < 4; ++i) sum[h][k][i] = part[h][i];
     }
   }
-}
-
-// TileValues for H heads over a whole group: up to 4 heads take the 4 vectors at once, 5 to 8
-// heads two at a time (so that the accumulators stay in registers).
-template <int H>
-STRATA_AVX512 void GroupValues(const uint8_t* codes, int n, int d, const float* wt,
-                               const float* corr, int corr_stride, const Unpacker& control,
-                               float* acc) {
-  if constexpr (H <= 4) {
-    TileValues<H, 4>(codes, n, d, wt, kStep, corr, corr_stride, control, 0, acc);
-  } else {
-    TileValues<H, 2>(codes, n, d, wt, kStep, corr, corr_stride, control, 0, acc);
-    TileValues<H, 2>(codes, n, d, wt, kStep, corr, corr_stride, control, 2, acc);
-  }
+  for (int h = 0; h < H; ++h) AddWeighted(sum[h], corr[h], w[h].s, acc + h * d);
 }
 
 // Asks for the codes and params of the tile at t. ScoreStep asks for each tile one step ahead:
@@ -306,6 +337,7 @@ STRATA_AVX512_INLINE void PrefetchTile(const uint8_t* codes, const uint16_t* par
                                        int d) {
   if (t >= len) return;
   const char* c = reinterpret_cast<const char*>(codes + static_cast<long>(t) * (d / 2));
+#pragma GCC unroll 16
   for (int i = 0; i < kTile * d / 2; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
   const char* p = reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32));
   for (int i = 0; i < kTile * d / 16; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
@@ -321,11 +353,11 @@ struct Pass {
   const Work* w;
   float* kparams;        // [kStepTiles, groups, 2, kTile]
   float* vparams;        // [kStepTiles, groups, 2, kTile]
-  float* weights;        // 2 x [groups, heads, kStep]: 8 · probability · value scale, per parity
+  StepWeights* weights;  // 2 x [groups, heads]: the step's value weights, per parity
   float* corr;           // 2 x [heads rounded up to 16]: the step's rescale factor, per parity
   int corr_stride;       // floats between the two parities of `corr`
   __m512* state;         // per head: Σ probability (lane-wise), softmax reference (lane 0), then
-                         // per group Σ probability · (minimum - 16 · value scale), lane-wise
+                         // per group Σ probability · value minimum, lane-wise
   int slots;             // vectors of `state` per head
   const __m512i* qd;     // [heads, patterns, 6]: the query's digit vectors (TileKeyDots)
   const float* qscale;   // [heads, groups]: s of those digits
@@ -333,8 +365,11 @@ struct Pass {
   const __m512i* which;  // [groups]: which slot vector that is
   __m512i* dots;         // [kStepTiles, heads, groups]: the step's Σ Q n, token lanes
   uint8_t* tail;         // a partial last tile's key codes, zero-padded to a full tile
-  float* acc;            // [heads, head_dim], in the order values unpack
-  Unpacker control;
+  Quad* quads;           // [kStep / 4]: one group's value codes of the step (StepQuads)
+  uint8_t* vtail;        // a partial last quad's value codes, zero-padded
+  __m512i vindex[2];     // QuadCodes' byte gather
+  __m512i wbytes;        // the byte gather that splits a tile's W into StepWeights' digits
+  float* acc;            // [heads, head_dim]: output accumulators
 };
 
 // Writes head h's query digits and scales (TileKeyDots) for the `patterns` chunk layouts.
@@ -375,9 +410,8 @@ STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale)
 template <int kHeads, int kGroups>
 STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   const Work& w = *s.w;
-  const int d = s.d;
   const int groups = kGroups > 0 ? kGroups : s.groups, heads = kHeads > 0 ? kHeads : s.heads;
-  const __m512 eight = _mm512_set1_ps(8.0f), sixteen = _mm512_set1_ps(16.0f);
+  const int d = 64 * groups;
   __mmask16 valid[kStepTiles];
   for (int u = 0; u < kStepTiles; ++u) {  // tile u: tokens t0 + 16 u ..
     const int t = t0 + u * kTile, n = std::clamp(w.len - t, 0, kTile);
@@ -397,7 +431,7 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
     }
     KeyDots(codes, heads, groups, s.patterns, s.qd, s.perm, s.which, s.dots + u * heads * groups);
   }
-  float* wt = s.weights + b * groups * heads * kStep;
+  StepWeights* wt = s.weights + b * groups * heads;
   const __m512 none = _mm512_set1_ps(-INFINITY);
   for (int h = 0; h < heads; ++h) {
     __m512 score[kStepTiles];
@@ -440,13 +474,23 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
       st[0] = _mm512_add_ps(st[0], p[u]);
     }
     for (int g = 0; g < groups; ++g) {
-      float* wg = wt + (g * heads + h) * kStep;
+      StepWeights& wg = wt[g * heads + h];
+      __m512 weight[kStepTiles], top = _mm512_setzero_ps();
       for (int u = 0; u < kStepTiles; ++u) {
         const float* vp = s.vparams + (u * groups + g) * 2 * kTile;
-        const __m512 scale = _mm512_loadu_ps(vp);
-        _mm512_store_ps(wg + u * kTile, _mm512_mul_ps(p[u], _mm512_mul_ps(eight, scale)));
-        const __m512 offset = _mm512_fnmadd_ps(sixteen, scale, _mm512_loadu_ps(vp + kTile));
-        st[2 + g] = _mm512_fmadd_ps(p[u], offset, st[2 + g]);
+        weight[u] = _mm512_mul_ps(p[u], _mm512_loadu_ps(vp));
+        top = _mm512_max_ps(top, weight[u]);
+        st[2 + g] = _mm512_fmadd_ps(p[u], _mm512_loadu_ps(vp + kTile), st[2 + g]);
+      }
+      // Weights are >= 0; a step of tiny ones (below FLT_MAX / kWMax) rounds to zero, not NaN.
+      const float wmax = _mm512_reduce_max_ps(top);
+      const float inv = wmax > 0.0f ? std::min(kWMax / wmax, FLT_MAX) : 0.0f;
+      wg.s = wmax / kWMax;
+      const __m512 to_int = _mm512_set1_ps(inv), most = _mm512_set1_ps(kWMax);
+      for (int u = 0; u < kStepTiles; ++u) {
+        const __m512i big =
+            _mm512_cvtps_epi32(_mm512_min_ps(_mm512_mul_ps(weight[u], to_int), most));
+        _mm512_store_si512(wg.digit[u], _mm512_permutexvar_epi8(s.wbytes, big));
       }
     }
   }
@@ -454,17 +498,20 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
 
 // Adds the value codes of the step at t0, weighted by parity `b` of the buffers, to the outputs.
 STRATA_AVX512 void ValueStep(const Pass& s, int t0, int b) {
-  const int d = s.d, heads = s.heads, n = std::min(kStep, s.w->len - t0);
+  const int d = s.d, heads = s.heads, n = std::min(kStep, s.w->len - t0), count = (n + 3) / 4;
   const uint8_t* codes = s.w->v_codes + static_cast<long>(t0) * (d / 2);
-  const float* wt = s.weights + b * s.groups * heads * kStep;
+  const StepWeights* wt = s.weights + b * s.groups * heads;
   for (int g = 0; g < s.groups; ++g) {
-    for (int h = 0; h < heads; h += 8) {
-      const uint8_t* c = codes + 32 * g;
-      const float* wg = wt + (g * heads + h) * kStep;
-      const float* corr = s.corr + b * s.corr_stride + h;
-      float* a = s.acc + h * d + 64 * g;
-      WithHeads<8>(heads - h, [&](auto k) {
-        GroupValues<decltype(k)::value>(c, n, d, wg, corr, 1, s.control, a);
+    if (heads == 1) {
+      OneHeadValues(codes + 32 * g, n, d / 2, s.vindex, s.vtail, wt[g], s.corr[b * s.corr_stride],
+                    s.acc + 64 * g);
+      continue;
+    }
+    StepQuads(codes + 32 * g, n, d / 2, s.vindex, s.vtail, s.quads);
+    for (int h = 0; h < heads; h += 4) {
+      WithHeads<4>(heads - h, [&](auto k) {
+        StepValues<decltype(k)::value>(s.quads, count, wt + g * heads + h,
+                                       s.corr + b * s.corr_stride + h, d, s.acc + h * d + 64 * g);
       });
     }
   }
@@ -502,7 +549,7 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.patterns = groups % 2 == 1 ? groups : groups / 2;
   s.kparams = w.scratch + l.kparams;
   s.vparams = w.scratch + l.vparams;
-  s.weights = w.scratch + l.weights;
+  s.weights = reinterpret_cast<StepWeights*>(w.scratch + l.weights);
   s.corr = w.scratch + l.corr;
   s.corr_stride = (heads + 15) / 16 * 16;
   s.state = reinterpret_cast<__m512*>(w.scratch + l.sums);
@@ -516,8 +563,22 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.which = perm + groups;
   s.dots = reinterpret_cast<__m512i*>(w.scratch + l.dots);
   s.tail = reinterpret_cast<uint8_t*>(w.scratch + l.tail);
+  s.quads = reinterpret_cast<Quad*>(w.scratch + l.quads);
+  s.vtail = reinterpret_cast<uint8_t*>(w.scratch + l.vtail);
   s.acc = w.scratch + l.acc;
-  s.control = MakeUnpacker();
+  alignas(64) uint8_t gather[2][64];  // lane i, byte r: byte 16 j + i of row r (QuadCodes)
+  for (int j = 0; j < 2; ++j) {
+    for (int i = 0; i < 16; ++i) {
+      for (int r = 0; r < 4; ++r) gather[j][4 * i + r] = static_cast<uint8_t>(32 * r + 16 * j + i);
+    }
+  }
+  s.vindex[0] = _mm512_load_si512(gather[0]);
+  s.vindex[1] = _mm512_load_si512(gather[1]);
+  alignas(64) uint8_t split[64] = {};  // byte 16 k + i: byte k of lane i
+  for (int k = 0; k < 3; ++k) {
+    for (int i = 0; i < 16; ++i) split[16 * k + i] = static_cast<uint8_t>(4 * i + k);
+  }
+  s.wbytes = _mm512_load_si512(split);
 
   for (int g = 0; g < groups; ++g) {  // token t of group g is slot t · groups + g of the tile
     alignas(64) int lane[kTile], vec[kTile];
@@ -563,7 +624,7 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
       const float m = _mm512_reduce_add_ps(st[2 + g]);
       const float* a = s.acc + h * d + 64 * g;
       float* o = w.out + h * d + 64 * g;
-      for (int i = 0; i < 64; ++i) o[Element(i)] = (a[i] + m) * inv;
+      for (int i = 0; i < 64; ++i) o[i] = (a[i] + m) * inv;
     }
   }
 }

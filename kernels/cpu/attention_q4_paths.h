@@ -32,13 +32,14 @@ struct Work {
 // Where each scratch region of a work item starts, in floats from Work::scratch; every region
 // is a whole number of 64-byte lines. The SIMD paths use these regions (the AVX2 path fills
 // only the first half of the vector-sized ones; `part` and `scores` are the AVX2 path's, `qdigits`
-// to `tail` the AVX-512 path's).
+// to `vtail` the AVX-512 path's).
 struct Layout {
   size_t part;     // per query head and group, one vector of partial dot products per tile token
   size_t kparams;  // the tile's (AVX-512: step's) key scale and minimum per group
   size_t vparams;  // the tile's (AVX-512: step's) value scale and minimum per group
   size_t weights;  // per group and head, the tile's probability x value scale (the AVX-512 path
-                   // keeps two steps' worth, the second one g * h * kStep floats further)
+                   // keeps two steps' worth of digits and scale, kStep + 16 floats per group,
+                   // head and step)
   size_t scores;   // per head, `stride` floats: the scores, then the probabilities
   size_t sums;     // per head, vectors: running max then sum, and one per group for the minimum
   size_t acc;      // [heads, head_dim]: output accumulators, in the order values unpack
@@ -48,6 +49,8 @@ struct Layout {
   size_t tperm;    // [2, groups] vectors: where each group's token dot products land in a tile
   size_t dots;     // [kStepTiles, heads, groups, kTile] int32: the step's key dot products
   size_t tail;     // kTile rows of key codes: a partial last tile, zero-padded
+  size_t quads;    // kStep / 4 x 4 vectors: one group's value codes of a step, four tokens a lane
+  size_t vtail;    // 4 rows of one group's value codes: a partial last quad, zero-padded
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -59,7 +62,7 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.kparams = l.part + h * g * kTile * 16;
   l.vparams = l.kparams + 2 * g * kStep;
   l.weights = l.vparams + 2 * g * kStep;
-  l.scores = l.weights + 2 * g * h * kStep;
+  l.scores = l.weights + 2 * g * h * (kStep + 16);
   l.sums = l.scores + h * static_cast<size_t>(l.stride);
   l.acc = l.sums + h * (2 + g) * 16;
   l.corr = l.acc + h * g * 64;
@@ -68,7 +71,9 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.tperm = l.qscale + (h * g + 15) / 16 * 16;
   l.dots = l.tperm + 2 * g * 16;
   l.tail = l.dots + h * g * kStep;
-  l.total = l.tail + g * kTile * 32 / 4;
+  l.quads = l.tail + g * kTile * 32 / 4;
+  l.vtail = l.quads + kStep / 4 * 4 * 16;
+  l.total = l.vtail + 4 * 32 / 4;
   return l;
 }
 
