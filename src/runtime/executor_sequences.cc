@@ -27,7 +27,7 @@ size_t FindStop(const std::string& text, size_t old_size, const std::vector<std:
 
 BlockSequences::BlockSequences(const std::vector<GenerationRequest>& block,
                                const Tokenizer& tokenizer, const std::vector<int32_t>& eog_ids)
-    : block_(block), eog_ids_(eog_ids), results_(block.size()) {
+    : block_(block), eog_ids_(eog_ids), results_(block.size()), decodable_(tokenizer.vocab_size()) {
   for (const GenerationRequest& r : block) {
     state_.push_back(std::make_unique<State>(State{StreamingDetokenizer(tokenizer, true), 0, false}));
     for (const std::string& s : r.stop) state_.back()->max_stop = std::max(state_.back()->max_stop, s.size());
@@ -41,7 +41,7 @@ void BlockSequences::Sample(int first, int count, const float* logits, int vocab
   for (int i = 0; i < count; ++i) {
     const int seq = first + i;
     if (state_[static_cast<size_t>(seq)]->done) continue;
-    Push(seq, SampleToken(logits + static_cast<size_t>(i) * vocab, vocab,
+    Push(seq, SampleToken(logits + static_cast<size_t>(i) * vocab, std::min(vocab, decodable_),
                           block_[static_cast<size_t>(seq)].sampling, static_cast<uint64_t>(step),
                           scratch_));
   }

@@ -23,7 +23,9 @@ class BlockSequences {
 
   // Samples token number `step` (0 is the one the prefill predicts) of sequences
   // [first, first + count) from logits[count, vocab] and applies the stop rules. Sequences that
-  // are done are left as they are.
+  // are done are left as they are. Only ids the tokenizer has are drawn: the rows a model's
+  // embedding is padded with beyond them (Qwen2.5: 152064 against its tokenizer's 151665) would
+  // decode to nothing.
   void Sample(int first, int count, const float* logits, int vocab, int step);
 
   int size() const { return static_cast<int>(results_.size()); }
@@ -41,6 +43,7 @@ class BlockSequences {
   std::vector<GenerationResult> results_;
   std::vector<std::unique_ptr<State>> state_;
   std::vector<std::pair<float, int32_t>> scratch_;
+  int decodable_;  // the tokenizer's vocab_size()
   int running_ = 0;
 };
 

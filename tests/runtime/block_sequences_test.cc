@@ -1,0 +1,59 @@
+#include "src/runtime/executor_sequences.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace strata {
+namespace {
+
+// Ids 0..9 decode to the letters a..j; nothing else exists.
+class LetterTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> Encode(std::string_view text, bool) const override {
+    std::vector<int32_t> ids;
+    for (char c : text) ids.push_back(c - 'a');
+    return ids;
+  }
+  std::string TokenBytes(int32_t id) const override { return std::string(1, char('a' + id)); }
+  std::string Decode(const std::vector<int32_t>& ids, bool) const override {
+    std::string s;
+    for (int32_t id : ids) s += TokenBytes(id);
+    return s;
+  }
+  int vocab_size() const override { return 10; }
+  int bos_id() const override { return -1; }
+  int eos_id() const override { return -1; }
+  bool add_bos_by_default() const override { return false; }
+  bool IsSpecial(int32_t) const override { return false; }
+  int32_t SpecialTokenId(std::string_view) const override { return -1; }
+};
+
+// The model's output rows past the tokenizer (an embedding padded to a multiple of 64 or 128)
+// can win the argmax or a draw; what is drawn must be a token the text can hold.
+TEST(BlockSequencesTest, NeverDrawsAnIdTheTokenizerLacks) {
+  const LetterTokenizer tokenizer;
+  const int vocab = 16;  // ids 10..15 are padding
+  std::vector<GenerationRequest> block(2);
+  block[0].sampling.temperature = 0.0f;
+  block[1].sampling.temperature = 5.0f;  // nearly uniform over the 16 logits
+  block[1].sampling.seed = 7;
+  for (GenerationRequest& r : block) r.max_new_tokens = 200;
+  const std::vector<int32_t> eog;
+  BlockSequences sequences(block, tokenizer, eog);
+  std::vector<float> logits(2 * vocab, 0.0f);
+  logits[3] = 1.0f;   // the best letter, d
+  logits[12] = 9.0f;  // padding, far ahead
+  for (int i = vocab; i < 2 * vocab; ++i) logits[static_cast<size_t>(i)] = (i % vocab) / 16.0f;
+  for (int step = 0; step < 200; ++step) sequences.Sample(0, 2, logits.data(), vocab, step);
+  const std::vector<GenerationResult> results = sequences.TakeResults();
+  EXPECT_EQ(results[0].tokens, std::vector<int32_t>(200, 3));
+  EXPECT_EQ(results[0].text, std::string(200, 'd'));
+  ASSERT_EQ(results[1].tokens.size(), 200u);
+  for (int32_t id : results[1].tokens) EXPECT_LT(id, 10);
+  EXPECT_EQ(results[1].text.size(), 200u);
+}
+
+}  // namespace
+}  // namespace strata
