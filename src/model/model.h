@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,9 @@ struct GgufTokenizerData {
   int eos_token_id = -1;
   int eot_token_id = -1;
   int pad_token_id = -1;
-  bool add_bos = false;
+  // tokenizer.ggml.add_bos_token; absent, the tokenizer takes llama.cpp's default for the
+  // vocabulary (Tokenizer::FromGgufVocab).
+  std::optional<bool> add_bos;
 };
 
 class Model {

@@ -96,9 +96,8 @@ class GgufModelReader {
       STRATA_RETURN_IF_ERROR(Int(id_keys[k], -1, ids[k]));
       if (*ids[k] < -1 || *ids[k] >= n) return Corrupt(std::string(id_keys[k]) + " out of range");
     }
-    // llama.cpp's default: SentencePiece vocabularies add BOS, BPE ones do not.
     const GgufValue* add_bos = gguf_.Find("tokenizer.ggml.add_bos_token");
-    t.add_bos = add_bos && add_bos->AsBool() ? *add_bos->AsBool() : t.model == "llama";
+    if (add_bos && add_bos->AsBool()) t.add_bos = *add_bos->AsBool();
     if (const std::string* s = String("tokenizer.chat_template")) b_.set_chat_template(*s);
     return Status::Ok();
   }

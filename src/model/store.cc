@@ -249,7 +249,7 @@ json GgufTokenizerToJson(const GgufTokenizerData& t) {
           {"eos_token_id", t.eos_token_id},
           {"eot_token_id", t.eot_token_id},
           {"pad_token_id", t.pad_token_id},
-          {"add_bos", t.add_bos},
+          {"add_bos", t.add_bos ? json(*t.add_bos) : json(nullptr)},
           {"scores", t.scores},
           {"add_space_prefix", t.add_space_prefix}};
 }
@@ -267,9 +267,12 @@ Result<GgufTokenizerData> GgufTokenizerFromJson(const json& j) {
                             {"pad_token_id", &t.pad_token_id}}) {
     STRATA_RETURN_IF_ERROR(ReadInt(j, key, field));
   }
-  const std::optional<bool> add_bos = JsonBool(j, "add_bos");
-  if (!add_bos) return Missing("add_bos");
-  t.add_bos = *add_bos;
+  // null: the GGUF file had no add_bos_token (the tokenizer's default applies).
+  if (auto add_bos = j.find("add_bos"); add_bos == j.end() || !add_bos->is_null()) {
+    const std::optional<bool> value = JsonBool(j, "add_bos");
+    if (!value) return Missing("add_bos");
+    t.add_bos = *value;
+  }
   // Stores written before SentencePiece support carry byte-level BPE vocabularies only.
   if (auto scores = j.find("scores"); scores != j.end()) {
     if (!scores->is_array()) return Missing("scores");

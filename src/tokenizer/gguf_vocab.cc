@@ -28,6 +28,14 @@ bool Contains(const auto& names, std::string_view name) {
   return std::find(names.begin(), names.end(), name) != names.end();
 }
 
+// Whether the vocabulary starts a text with BOS when the file does not say (llama.cpp's
+// llama_vocab::load: SentencePiece vocabularies do, and so do the BPE ones of the LLAMA3 and
+// tekken pre-tokenizers).
+bool AddsBos(const GgufVocab& vocab) {
+  if (vocab.add_bos) return *vocab.add_bos;
+  return vocab.model == "llama" || Contains(kLlama3Names, vocab.pre) || vocab.pre == "tekken";
+}
+
 Status BuildPreTokenizer(const std::string& pre, BpeTokenizerSpec* spec) {
   if (Contains(kLlama3Names, pre) || pre == "tekken") {  // both ignore_merges in llama.cpp
     STRATA_ASSIGN_OR_RETURN(
@@ -61,7 +69,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGgufVocab(const GgufVocab& voc
     spec.token_types = vocab.token_types;
     spec.bos_id = vocab.bos_token_id;
     spec.eos_id = vocab.eos_token_id;
-    spec.add_bos = vocab.add_bos;
+    spec.add_bos = AddsBos(vocab);
     spec.add_space_prefix = vocab.add_space_prefix;
     auto tokenizer = SpmTokenizer::Create(std::move(spec));
     if (!tokenizer.ok()) return tokenizer.status().WithContext("GGUF tokenizer");
@@ -103,7 +111,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::FromGgufVocab(const GgufVocab& voc
   STRATA_RETURN_IF_ERROR(BuildPreTokenizer(vocab.pre, &spec));
   spec.bos_id = vocab.bos_token_id;
   spec.eos_id = vocab.eos_token_id;
-  spec.add_bos = vocab.add_bos;
+  spec.add_bos = AddsBos(vocab);
   auto tokenizer = BpeTokenizer::Create(std::move(spec));
   if (!tokenizer.ok()) return tokenizer.status().WithContext("GGUF tokenizer");
   return tokenizer;

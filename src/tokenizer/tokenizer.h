@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,7 +29,7 @@ struct GgufVocab {
   int eos_token_id = -1;
   int eot_token_id = -1;
   int pad_token_id = -1;
-  bool add_bos = false;
+  std::optional<bool> add_bos;  // absent: llama.cpp's default for `model` and `pre`
 };
 
 // A GgufVocab from any record with the same field names, such as strata::GgufTokenizerData of

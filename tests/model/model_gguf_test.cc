@@ -253,7 +253,7 @@ TEST(GgufModelTest, LoadsEveryTypeAndUnpermutes) {
   EXPECT_EQ(t.eos_token_id, 2);
   EXPECT_EQ(t.eot_token_id, -1);
   EXPECT_EQ(t.pad_token_id, 2);
-  EXPECT_TRUE(t.add_bos);
+  EXPECT_EQ(t.add_bos, true);
   EXPECT_EQ((*m)->chat_template(), "{{ messages }}");
   EXPECT_TRUE((*m)->tokenizer_json_path().empty());
   const uint64_t params = kVocab * kHidden + kHidden +

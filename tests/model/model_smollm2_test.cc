@@ -80,7 +80,7 @@ TEST_F(SmolLm2Test, Tokenizer) {
   EXPECT_EQ(t.bos_token_id, 1);
   EXPECT_EQ(t.eos_token_id, 2);
   EXPECT_EQ(t.pad_token_id, 2);
-  EXPECT_FALSE(t.add_bos);
+  EXPECT_EQ(t.add_bos, false);
   EXPECT_NE(model_->chat_template().find("<|im_start|>"), std::string::npos);
 }
 

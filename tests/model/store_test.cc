@@ -160,6 +160,7 @@ TEST(StoreTest, GgufModelKeepsItsTokenizerAndTiedHead) {
             GgufTokenizerToJson(original->gguf_tokenizer()));
   EXPECT_EQ((*loaded)->gguf_tokenizer().scores, scores);
   EXPECT_FALSE((*loaded)->gguf_tokenizer().add_space_prefix);
+  EXPECT_FALSE((*loaded)->gguf_tokenizer().add_bos.has_value());  // the file had no key
   EXPECT_EQ((*loaded)->chat_template(), "{{ messages }}");
   EXPECT_EQ((*loaded)->config().rope_scaling.kind, RopeScalingKind::kFactors);
   EXPECT_EQ((*loaded)->config().rope_scaling.freq_factors, rope_freqs);

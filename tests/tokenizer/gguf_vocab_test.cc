@@ -134,6 +134,29 @@ TEST(GgufVocabTest, ControlAndUserDefinedTokensMatchLiterally) {
   EXPECT_FALSE(t->add_bos_by_default());
 }
 
+// Without tokenizer.ggml.add_bos_token, llama.cpp (llama_vocab::load) starts a text with BOS for
+// SentencePiece vocabularies and for the BPE pre-tokenizers of Llama 3 and Tekken only; the
+// file's key, when present, wins.
+TEST(GgufVocabTest, BosByDefaultFollowsLlamaCppWhenTheFileIsSilent) {
+  for (const auto& [pre, adds] : std::vector<std::pair<std::string, bool>>{{"llama-bpe", true},
+                                                                           {"llama3", true},
+                                                                           {"pixtral", true},
+                                                                           {"tekken", true},
+                                                                           {"smollm", false},
+                                                                           {"qwen2", false},
+                                                                           {"gpt-2", false},
+                                                                           {"default", false}}) {
+    GgufVocab vocab = SmallVocab(pre);
+    std::unique_ptr<Tokenizer> t = Build(vocab);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->add_bos_by_default(), adds) << pre;
+    vocab.add_bos = !adds;
+    t = Build(vocab);
+    ASSERT_NE(t, nullptr);
+    EXPECT_EQ(t->add_bos_by_default(), !adds) << pre << ", key " << !adds;
+  }
+}
+
 TEST(GgufVocabTest, Errors) {
   GgufVocab vocab = SmallVocab("gpt-2");
   vocab.model = "t5";  // a unigram vocabulary
