@@ -48,24 +48,70 @@ STRATA_AVX512_INLINE __m512 Exp(__m512 x) {
   return _mm512_scalef_ps(y, n);
 }
 
-// out[g][0][t] = scale and out[g][1][t] = minimum of group g for the tile's tokens (0 past n).
-STRATA_AVX512 void UnpackParams(const uint16_t* params, __mmask16 valid, int groups, float* out) {
+// Converts a vector of fp16 words, scales in the low 256 bits and minima in the high, to
+// out[0][t] and out[1][t].
+STRATA_AVX512_INLINE void StoreParams(__m512i halves, float* out) {
+  _mm512_storeu_ps(out, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
+  _mm512_storeu_ps(out + kTile, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1)));
+}
+
+// Word permutations for params (UnpackParams): `one` takes one group's 32-bit words (scale low,
+// minimum high) of 16 tokens to their 16 scales, then their 16 minima; `two[g]` does the same for
+// group g of 16 tokens' two groups, spread over two vectors.
+struct ParamOrder {
+  alignas(64) uint16_t one[32];
+  alignas(64) uint16_t two[2][32];
+};
+
+constexpr ParamOrder MakeParamOrder() {
+  ParamOrder o{};
+  for (int t = 0; t < 16; ++t) {
+    o.one[t] = static_cast<uint16_t>(2 * t);
+    o.one[16 + t] = static_cast<uint16_t>(2 * t + 1);
+    for (int g = 0; g < 2; ++g) {
+      o.two[g][t] = static_cast<uint16_t>(4 * t + 2 * g);
+      o.two[g][16 + t] = static_cast<uint16_t>(4 * t + 2 * g + 1);
+    }
+  }
+  return o;
+}
+
+constexpr ParamOrder kParamOrder = MakeParamOrder();
+
+// The first k bits.
+inline __mmask16 FirstBits(unsigned k) {
+  return static_cast<__mmask16>(k >= 16 ? 0xFFFFu : (1u << k) - 1);
+}
+
+// out[g][0][t] = scale and out[g][1][t] = minimum of group g for the tile's first n tokens (0
+// past them). Per token the params are `groups` 32-bit words, scale in the low half, minimum in
+// the high half: one or two groups are loaded whole and sorted by a word permutation, more are
+// gathered a group at a time.
+STRATA_AVX512_INLINE void UnpackParams(const uint16_t* params, int n, int groups, float* out) {
+  const __m512i one = _mm512_load_si512(kParamOrder.one);
+  if (groups == 1) {
+    const __m512i pairs = _mm512_maskz_loadu_epi32(FirstBits(n), params);
+    StoreParams(_mm512_permutexvar_epi16(one, pairs), out);
+    return;
+  }
+  if (groups == 2) {
+    const unsigned words = 2u * static_cast<unsigned>(n);
+    const __m512i first = _mm512_maskz_loadu_epi32(FirstBits(words), params);
+    const __m512i second =
+        _mm512_maskz_loadu_epi32(FirstBits(words > 16 ? words - 16 : 0), params + 32);
+    for (int g = 0; g < 2; ++g) {
+      const __m512i order = _mm512_load_si512(kParamOrder.two[g]);
+      StoreParams(_mm512_permutex2var_epi16(first, order, second), out + 2 * g * kTile);
+    }
+    return;
+  }
   const __m512i index =
       _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
                          _mm512_set1_epi32(groups));
-  // Even 16-bit words (the scales) to the low 256 bits, odd ones (the minima) to the high.
-  const __m512i split = _mm512_set_epi16(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1,
-                                         30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
   for (int g = 0; g < groups; ++g) {
-    // One 32-bit word per token and group: scale in the low half, minimum in the high half.
-    const void* base = params + 2 * g;
     const __m512i pairs =
-        groups == 1 ? _mm512_maskz_loadu_epi32(valid, base)
-                    : _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), valid, index, base, 4);
-    const __m512i halves = _mm512_permutexvar_epi16(split, pairs);
-    _mm512_storeu_ps(out + 2 * g * kTile, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
-    _mm512_storeu_ps(out + (2 * g + 1) * kTile,
-                     _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1)));
+        _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), FirstBits(n), index, params + 2 * g, 4);
+    StoreParams(_mm512_permutexvar_epi16(one, pairs), out + 2 * g * kTile);
   }
 }
 
@@ -419,9 +465,9 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
     PrefetchTile(w.v_codes, w.v_params, t + kStep, w.len, d);
     valid[u] = static_cast<__mmask16>((1u << n) - 1);
     if (n == 0) continue;
-    UnpackParams(w.k_params + static_cast<long>(t) * 2 * groups, valid[u], groups,
+    UnpackParams(w.k_params + static_cast<long>(t) * 2 * groups, n, groups,
                  s.kparams + u * 2 * groups * kTile);
-    UnpackParams(w.v_params + static_cast<long>(t) * 2 * groups, valid[u], groups,
+    UnpackParams(w.v_params + static_cast<long>(t) * 2 * groups, n, groups,
                  s.vparams + u * 2 * groups * kTile);
     const uint8_t* codes = w.k_codes + static_cast<long>(t) * (d / 2);
     if (n < kTile) {
