@@ -115,7 +115,12 @@ int RunCommand(const RunOptions& o) {
   Result<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizerForModel(**model);
   if (!tokenizer.ok()) return Fail(tokenizer.status());
   const ModelConfig& config = (*model)->config();
-  const ChatTemplate chat_template = ChatTemplate::FromJinja((*model)->chat_template());
+  const auto token_text = [&](int32_t id) {
+    return id >= 0 && id < (*tokenizer)->vocab_size() ? (*tokenizer)->TokenBytes(id) : "";
+  };
+  const ChatTemplate chat_template =
+      ChatTemplate::FromJinja((*model)->chat_template(), token_text((*tokenizer)->bos_id()),
+                              token_text((*tokenizer)->eos_id()));
   LogInfo("model " + *model_path + ": " + config.Summary() + "; chat template " +
           chat_template.name());
 

@@ -45,26 +45,47 @@ std::string LiteralChatMlSystem(std::string_view jinja) {
   return "";
 }
 
+// Jinja's trim and Python's str.strip() on ASCII whitespace.
 std::string_view Trim(std::string_view s) {
-  const size_t begin = s.find_first_not_of(" \t\n\r");
+  constexpr std::string_view kSpace = " \t\n\r\v\f";
+  const size_t begin = s.find_first_not_of(kSpace);
   if (begin == std::string_view::npos) return {};
-  return s.substr(begin, s.find_last_not_of(" \t\n\r") - begin + 1);
+  return s.substr(begin, s.find_last_not_of(kSpace) - begin + 1);
 }
+
+// The expressions that identify the [INST] templates (see the header), as their
+// tokenizer_config.json files write them.
+constexpr std::string_view kLlama2User = "bos_token + '[INST] ' + content.strip() + ' [/INST]'";
+constexpr std::string_view kLlama2Assistant = "' '  + content.strip() + ' ' + eos_token";
+constexpr std::string_view kMistralStart = "{{ bos_token }}";
+constexpr std::string_view kMistralUser = "{{ '[INST] ' + message['content'] + ' [/INST]' }}";
+constexpr std::string_view kMistralV01Assistant = "{{ message['content'] + eos_token + ' ' }}";
+constexpr std::string_view kMixtralAssistant = "{{ message['content'] + eos_token}}";
 
 }  // namespace
 
-ChatTemplate ChatTemplate::FromJinja(std::string_view jinja) {
+ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, std::string eos) {
   ChatTemplate t;
   if (jinja.empty()) return t;
   t.adds_bos_ = Contains(jinja, "bos_token");
+  const bool tokens = !bos.empty() && !eos.empty();
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|eot_id|>")) {
     t.family_ = Family::kLlama3;
   } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>")) {
     t.family_ = Family::kChatMl;
     t.default_system_ = LiteralChatMlSystem(jinja);
+  } else if (tokens && Contains(jinja, "<<SYS>>") && Contains(jinja, kLlama2User) &&
+             Contains(jinja, kLlama2Assistant)) {
+    t.family_ = Family::kLlama2;
+  } else if (tokens && jinja.starts_with(kMistralStart) && Contains(jinja, kMistralUser) &&
+             (Contains(jinja, kMistralV01Assistant) || Contains(jinja, kMixtralAssistant))) {
+    t.family_ = Family::kMistral;
+    t.after_eos_ = Contains(jinja, kMistralV01Assistant) ? " " : "";
   } else {
     t.family_ = Family::kUnknown;
   }
+  t.bos_ = std::move(bos);
+  t.eos_ = std::move(eos);
   return t;
 }
 
@@ -74,6 +95,10 @@ const char* ChatTemplate::name() const {
     case Family::kUnknown: return "unrecognised";
     case Family::kChatMl: return "ChatML";
     case Family::kLlama3: return "Llama 3";
+    case Family::kLlama2:
+      return "Llama 2";
+    case Family::kMistral:
+      return "Mistral";
   }
   return "unrecognised";
 }
@@ -87,8 +112,9 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
           "already formatted");
     case Family::kUnknown:
       return Status::Unsupported(
-          "the model's chat template is not one strata can render (it knows ChatML and "
-          "Llama 3); send /v1/completions requests with the prompt already formatted");
+          "the model's chat template is not one strata can render (it knows ChatML, Llama 3, "
+          "Llama 2 and Mistral v0.1); send /v1/completions requests with the prompt already "
+          "formatted");
     case Family::kChatMl:
       if (!default_system_.empty() && messages.front().role != "system") {
         out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
@@ -106,8 +132,51 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
       }
       out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       return out;
+    case Family::kLlama2:
+    case Family::kMistral:
+      return RenderInst(messages);
   }
   return Status::Unsupported("unknown chat template family");
+}
+
+Result<std::string> ChatTemplate::RenderInst(const std::vector<ChatMessage>& messages) const {
+  const bool llama2 = family_ == Family::kLlama2;
+  size_t first = 0;
+  std::string system;
+  if (messages.front().role == "system") {
+    if (!llama2) {
+      return Status::Unsupported(
+          "the model's chat template (Mistral) takes no system message; put its text in the "
+          "first user message");
+    }
+    system = messages.front().content;
+    first = 1;
+  }
+  if (first == messages.size()) return Status::Unsupported("the chat has no user message");
+  std::string out;
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    const bool user_turn = (i - first) % 2 == 0;
+    if (m.role != (user_turn ? "user" : "assistant")) {
+      return Status::Unsupported(std::string("the model's chat template (") + name() +
+                                 ") takes user and assistant messages, alternating from a user "
+                                 "one; message " +
+                                 std::to_string(i + 1) + " is '" + m.role + "'");
+    }
+    // Every BOS but the prompt's first is text (the caller encodes that one by its id).
+    const std::string bos = i == first ? std::string() : bos_;
+    if (llama2) {
+      std::string content = m.content;
+      if (i == first && messages.front().role == "system") {
+        content = "<<SYS>>\n" + system + "\n<</SYS>>\n\n" + content;
+      }
+      out += user_turn ? bos + "[INST] " + std::string(Trim(content)) + " [/INST]"
+                       : " " + std::string(Trim(content)) + " " + eos_;
+    } else {
+      out += user_turn ? "[INST] " + m.content + " [/INST]" : m.content + eos_ + after_eos_;
+    }
+  }
+  return out;
 }
 
 }  // namespace strata

@@ -12,9 +12,21 @@
 //            "<|start_header_id|>{role}<|end_header_id|>\n\n{content, trimmed}<|eot_id|>" per
 //            message, then "<|start_header_id|>assistant<|end_header_id|>\n\n". Llama 3.1's
 //            dated default system block is not written (as llama.cpp does).
+//   Llama 2  (meta-llama/Llama-2-*-chat-hf): "{bos}[INST] {content, stripped} [/INST]" per user
+//            message, " {content, stripped} {eos}" per assistant one, a system message's text
+//            put before the first user message as "<<SYS>>\n{system}\n<</SYS>>\n\n".
+//   Mistral  (Mistral-7B-Instruct-v0.1, Mixtral-8x7B-Instruct-v0.1): "{bos}", then
+//            "[INST] {content} [/INST]" per user message and "{content}{eos}" per assistant one
+//            (v0.1 adds a space after the eos); no system message.
+//            Both [INST] families take user and assistant messages alternating from a user one,
+//            as their templates demand, and add nothing after the last message. They are
+//            recognised by the exact expressions of those templates only: later Mistral
+//            templates place system prompts and spaces differently and stay unrecognised.
 //
-// BOS is never written as text: a template that writes bos_token sets adds_bos(), and the caller
-// encodes the prompt with the tokenizer's BOS id, as transformers does after rendering.
+// The first BOS is never written as text: a template that writes bos_token sets adds_bos(), and
+// the caller encodes the prompt with the tokenizer's BOS id, as transformers does after
+// rendering. BOS and EOS later in a Llama 2 or Mistral prompt are written as the tokens' text,
+// which the tokenizer encodes as the special tokens.
 // Thread-safe after construction (immutable).
 #pragma once
 
@@ -29,20 +41,22 @@ namespace strata {
 
 class ChatTemplate {
  public:
-  enum class Family { kNone, kUnknown, kChatMl, kLlama3 };
+  enum class Family { kNone, kUnknown, kChatMl, kLlama3, kLlama2, kMistral };
 
   // A template that renders nothing: every chat request gets unsupported_chat_template.
   ChatTemplate() = default;
 
   // Recognises the family of `jinja`; an empty string is kNone, text of no known family kUnknown.
-  static ChatTemplate FromJinja(std::string_view jinja);
+  // `bos` and `eos` are the text of the tokenizer's BOS and EOS tokens; the [INST] families need
+  // both (without them they are kUnknown).
+  static ChatTemplate FromJinja(std::string_view jinja, std::string bos = "", std::string eos = "");
 
   Family family() const { return family_; }
   // The system prompt added when the first message is not "system"; empty when none.
   const std::string& default_system() const { return default_system_; }
   // True when the template starts the prompt with bos_token.
   bool adds_bos() const { return adds_bos_; }
-  // "ChatML", "Llama 3", "none" or "unrecognised", for logs.
+  // "ChatML", "Llama 3", "Llama 2", "Mistral", "none" or "unrecognised", for logs.
   const char* name() const;
 
   // The prompt for `messages`, generation prompt included. REQUIRES: `messages` non-empty.
@@ -50,9 +64,13 @@ class ChatTemplate {
   Result<std::string> Render(const std::vector<ChatMessage>& messages) const;
 
  private:
+  Result<std::string> RenderInst(const std::vector<ChatMessage>& messages) const;
+
   Family family_ = Family::kNone;
   std::string default_system_;
   bool adds_bos_ = false;
+  std::string bos_, eos_;
+  std::string after_eos_;  // Mistral v0.1: " "
 };
 
 }  // namespace strata

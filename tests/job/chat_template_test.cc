@@ -98,7 +98,99 @@ TEST(ChatTemplateTest, UnknownAndMissingTemplatesAreUnsupported) {
   EXPECT_EQ(gemma.family(), ChatTemplate::Family::kUnknown);
   p = gemma.Render(Chat({{"user", "x"}}));
   ASSERT_FALSE(p.ok());
-  EXPECT_NE(p.status().message().find("ChatML and Llama 3"), std::string::npos);
+  EXPECT_NE(p.status().message().find("ChatML, Llama 3"), std::string::npos);
+}
+
+// The [INST] templates as the models' tokenizer_config.json files carry them (the same text is in
+// llama.cpp's tests/test-chat-template.cpp). Expected prompts below were rendered from these
+// templates by jinja2 as transformers configures it (sandboxed, trim_blocks, lstrip_blocks;
+// bos_token "<s>", eos_token "</s>"), minus the leading "<s>" strata encodes by its id; the
+// standard conversation's also equal llama.cpp's expected outputs.
+const std::string kLlama2Chat =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}{% set "
+    "system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}{% set "
+    "system_message = false %}{% endif %}{% for message in loop_messages %}{% if "
+    "(message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation "
+    "roles must alternate user/assistant/user/assistant/...') }}{% endif %}{% if loop.index0 == 0 "
+    "and system_message != false %}{% set content = '<<SYS>>\\n' + system_message + "
+    "'\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}{% set content = message['content'] "
+    "%}{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' + content.strip() + "
+    "' [/INST]' }}{% elif message['role'] == 'assistant' %}{{ ' '  + content.strip() + ' ' + "
+    "eos_token }}{% endif %}{% endfor %}";
+
+const std::string kMistralAlternation =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}{{ "
+    "'[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}";
+const std::string kMistralEnd =
+    "{% else %}{{ raise_exception('Only user and assistant roles are supported!') }}{% endif "
+    "%}{% endfor %}";
+const std::string kMistral01 =
+    kMistralAlternation + "{{ message['content'] + eos_token + ' ' }}" + kMistralEnd;
+const std::string kMixtral =
+    kMistralAlternation + "{{ message['content'] + eos_token}}" + kMistralEnd;
+
+const std::vector<ChatMessage> kStandardChat = Chat({{"system", "You are a helpful assistant"},
+                                                     {"user", "Hello"},
+                                                     {"assistant", "Hi there"},
+                                                     {"user", "Who are you"},
+                                                     {"assistant", "   I am an assistant   "},
+                                                     {"user", "Another question"}});
+
+TEST(ChatTemplateTest, Llama2ChatAsItsTemplateRendersIt) {
+  const ChatTemplate t = ChatTemplate::FromJinja(kLlama2Chat, "<s>", "</s>");
+  EXPECT_EQ(t.family(), ChatTemplate::Family::kLlama2);
+  EXPECT_TRUE(t.adds_bos());
+  EXPECT_EQ(*t.Render(kStandardChat),
+            "[INST] <<SYS>>\nYou are a helpful assistant\n<</SYS>>\n\nHello [/INST] Hi there "
+            "</s><s>[INST] Who are you [/INST] I am an assistant </s><s>[INST] Another question "
+            "[/INST]");
+  EXPECT_EQ(*t.Render(Chat({{"user", "  What is 2+2?\n"}})), "[INST] What is 2+2? [/INST]");
+  EXPECT_EQ(*t.Render(Chat({{"system", " Be brief. "}, {"user", "Hi"}})),
+            "[INST] <<SYS>>\n Be brief. \n<</SYS>>\n\nHi [/INST]");
+  EXPECT_EQ(*t.Render(Chat({{"user", "a"}, {"assistant", "b\n"}})), "[INST] a [/INST] b </s>");
+  const Result<std::string> twice = t.Render(Chat({{"user", "a"}, {"user", "b"}}));
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("alternating"), std::string::npos);
+  EXPECT_FALSE(t.Render(Chat({{"system", "s"}})).ok());
+}
+
+TEST(ChatTemplateTest, MistralV01AndMixtralDifferOnlyAfterEos) {
+  const std::vector<ChatMessage> chat(kStandardChat.begin() + 1, kStandardChat.end());
+  const ChatTemplate v01 = ChatTemplate::FromJinja(kMistral01, "<s>", "</s>");
+  EXPECT_EQ(v01.family(), ChatTemplate::Family::kMistral);
+  EXPECT_TRUE(v01.adds_bos());
+  EXPECT_EQ(*v01.Render(chat),
+            "[INST] Hello [/INST]Hi there</s> [INST] Who are you [/INST]   I am an assistant   "
+            "</s> [INST] Another question [/INST]");
+  EXPECT_EQ(*v01.Render(Chat({{"user", "  What is 2+2?\n"}})), "[INST]   What is 2+2?\n [/INST]");
+  EXPECT_EQ(*v01.Render(Chat({{"user", "a"}, {"assistant", "b\n"}})), "[INST] a [/INST]b\n</s> ");
+  const ChatTemplate mixtral = ChatTemplate::FromJinja(kMixtral, "<s>", "</s>");
+  EXPECT_EQ(mixtral.family(), ChatTemplate::Family::kMistral);
+  EXPECT_EQ(*mixtral.Render(chat),
+            "[INST] Hello [/INST]Hi there</s>[INST] Who are you [/INST]   I am an assistant   "
+            "</s>[INST] Another question [/INST]");
+  EXPECT_EQ(*mixtral.Render(Chat({{"user", "a"}, {"assistant", "b\n"}})),
+            "[INST] a [/INST]b\n</s>");
+  for (const ChatTemplate* t : {&v01, &mixtral}) {
+    EXPECT_FALSE(t->Render(Chat({{"system", " Be brief. "}, {"user", "Hi"}})).ok());
+    EXPECT_FALSE(t->Render(Chat({{"user", "a"}, {"user", "b"}})).ok());
+  }
+}
+
+// Without BOS and EOS texts, or with another Mistral template's expressions, nothing renders.
+TEST(ChatTemplateTest, InstTemplatesNeedTheirExactExpressionsAndTokens) {
+  EXPECT_EQ(ChatTemplate::FromJinja(kLlama2Chat).family(), ChatTemplate::Family::kUnknown);
+  EXPECT_EQ(ChatTemplate::FromJinja(kMixtral, "<s>", "").family(), ChatTemplate::Family::kUnknown);
+  // Mistral-7B-Instruct-v0.3's opening: system prompt before the last user message, no spaces.
+  const ChatTemplate v03 = ChatTemplate::FromJinja(
+      "{{- bos_token }}{%- for message in loop_messages %}{%- if message['role'] == 'user' %}"
+      "{%- if loop.last and system_message is defined %}{{- '[INST] ' + system_message + "
+      "'\\n\\n' + message['content'] + '[/INST]' }}{%- else %}{{- '[INST] ' + "
+      "message['content'] + '[/INST]' }}{%- endif %}",
+      "<s>", "</s>");
+  EXPECT_EQ(v03.family(), ChatTemplate::Family::kUnknown);
 }
 
 }  // namespace
