@@ -71,7 +71,8 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, st
   const bool tokens = !bos.empty() && !eos.empty();
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|eot_id|>")) {
     t.family_ = Family::kLlama3;
-  } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>")) {
+  } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>") &&
+             !Contains(jinja, "<|im_sep|>")) {  // Phi-4's look-alike separates differently
     t.family_ = Family::kChatMl;
     t.default_system_ = LiteralChatMlSystem(jinja);
   } else if (tokens && Contains(jinja, "<<SYS>>") && Contains(jinja, kLlama2User) &&

@@ -3,7 +3,7 @@
 // assistant's generation prompt appended. strata has no Jinja engine: it recognises template
 // families from the template text and renders them in C++.
 //
-//   ChatML   (<|im_start|> ... <|im_end|>; SmolLM2, Qwen):
+//   ChatML   (<|im_start|> ... <|im_end|>, without Phi-4's <|im_sep|>; SmolLM2, Qwen):
 //            "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //            "<|im_start|>assistant\n". When the template writes a default system prompt as a
 //            literal (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging

@@ -99,6 +99,14 @@ TEST(ChatTemplateTest, UnknownAndMissingTemplatesAreUnsupported) {
   p = gemma.Render(Chat({{"user", "x"}}));
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("ChatML, Llama 3"), std::string::npos);
+
+  // Phi-4's: ChatML's tokens, but "<|im_sep|>" after the role and no newlines.
+  const ChatTemplate phi4 = ChatTemplate::FromJinja(
+      "{% for message in messages %}{% if (message['role'] == 'system') %}"
+      "{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}"
+      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}"
+      "{% endif %}");
+  EXPECT_EQ(phi4.family(), ChatTemplate::Family::kUnknown);
 }
 
 // The [INST] templates as the models' tokenizer_config.json files carry them (the same text is in
