@@ -33,8 +33,15 @@ A. tests/data/fixtures/<name>/  -- tiny random-weight models, each a normal Hugg
                   ramp has extrapolated, blended and interpolated frequencies; attention_factor
                   0.1 ln 4 + 1); bfloat16 weights. config.json in the classic hub layout as Qwen's
                   model cards write it ("rope_theta" + "rope_scaling" with "type": "yarn").
+     phi3         Phi3ForCausalLM (Phi-3 / Phi-3.5 / Phi-4), FUSED projections as Phi-3 saves them:
+                  self_attn.qkv_proj [q + 2 kv, hidden] = [128, 64] (rows q, then k, then v) and
+                  mlp.gate_up_proj [2 * intermediate, hidden] = [256, 64] (gate rows first, then up),
+                  no biases, 4 heads / 2 kv heads (head_dim 16), untied lm_head, rope_theta 1e4, full
+                  rotary (partial_rotary_factor 1.0), no rope scaling, no sliding window; bfloat16
+                  weights. config.json in the classic hub layout (top-level "rope_theta"),
+                  "model_type": "phi3".
 
-   All seven share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
+   All eight share ONE byte-level BPE tokenizer (vocab 512) trained here with the `tokenizers`
    library on the English text embedded below (GPT-2 ByteLevel pre-tokenizer and decoder).
    Special tokens: 0 "<s>", 1 "<pad>", 2 "</s>", 3 "<unk>", 4 "<|begin_of_text|>",
    5 "<|end_of_text|>". OPT: bos=eos=2 ("</s>"), pad=1, unk=3, post-processor prepends "</s>".
@@ -106,6 +113,8 @@ from transformers import (  # noqa: E402
     LlamaForCausalLM,
     OPTConfig,
     OPTForCausalLM,
+    Phi3Config,
+    Phi3ForCausalLM,
     PreTrainedTokenizerFast,
     Qwen2Config,
     Qwen2ForCausalLM,
@@ -354,6 +363,21 @@ SPECS = [
                                     use_sliding_window=False,
                                     **dict(COMMON_LLAMA, rms_norm_eps=1e-6, max_position_embeddings=256)),
          cls=Qwen2ForCausalLM),
+    # Phi-3: one fused qkv_proj (q rows, then k, then v) and one fused gate_up_proj (gate rows,
+    # then up: gate, up = chunk(2)), no biases, untied lm_head, plain full RoPE (NeoX /
+    # rotate_half). original_max_position_embeddings (only used by longrope) equals
+    # max_position_embeddings as in Phi-3-mini-4k / Phi-4; partial_rotary_factor 1.0 stays in
+    # config.json at the top level. model_type "phi3" is in transformers' list of hub tokenizer
+    # classes it overrides, with TokenizersBackend, which keeps tokenizer.json as is.
+    dict(name="phi3", family="llama", dtype=torch.bfloat16, shard=None,
+         seed=SEED + 7 + 0,  # the first seed (of SEED + 7 + 1000*i) passing the checks in main
+         legacy_rope=dict(rope_theta=10000.0),
+         config=lambda: Phi3Config(num_hidden_layers=2, intermediate_size=128, num_key_value_heads=2,
+                                   tie_word_embeddings=False, rope_theta=10000.0,
+                                   partial_rotary_factor=1.0, sliding_window=None,
+                                   original_max_position_embeddings=128, attention_dropout=0.0,
+                                   resid_pdrop=0.0, embd_pdrop=0.0, **COMMON_LLAMA),
+         cls=Phi3ForCausalLM),
 ]
 
 

@@ -4,7 +4,6 @@
 #include <limits>
 #include <optional>
 
-#include "src/core/log.h"
 #include "src/model/json_file.h"
 
 namespace strata {
@@ -80,6 +79,10 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
   if (!type) type = JsonString(rs, "type");
   if (!type) return Status::Corrupt(source + ": rope_scaling has no 'rope_type' or 'type'");
   if (*type == "default") return Status::Ok();
+  if (*type != "linear" && *type != "yarn" && *type != "llama3") {
+    return Status::Unsupported(source + ": rope_scaling type '" + *type +
+                               "' is not supported (strata implements linear, llama3 and yarn)");
+  }
   const std::optional<double> factor = JsonNumber(rs, "factor");
   if (!factor || *factor <= 0) {
     return Status::Corrupt(source + ": rope_scaling '" + *type + "' needs a positive 'factor'");
@@ -90,10 +93,6 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
     return Status::Ok();
   }
   if (*type == "yarn") return ParseYarn(rs, source, out);
-  if (*type != "llama3") {
-    return Status::Unsupported(source + ": rope_scaling type '" + *type +
-                               "' is not supported (strata implements linear, llama3 and yarn)");
-  }
   const std::optional<double> low = JsonNumber(rs, "low_freq_factor");
   const std::optional<double> high = JsonNumber(rs, "high_freq_factor");
   const std::optional<int64_t> original = JsonInt(rs, "original_max_position_embeddings");
@@ -110,13 +109,13 @@ Status ParseRopeScaling(const json& rs, const std::string& source, RopeScaling* 
 }
 
 // The window of a config whose layers (some or all) attend only to the last `window` positions:
-// Mistral's sliding_window; Qwen2's and Qwen3's from max_window_layers on when use_sliding_window
-// is set (transformers 5 writes the outcome as layer_types). nullopt when every layer sees the
-// whole context.
+// Mistral's and Phi-3's sliding_window; Qwen2's and Qwen3's from max_window_layers on when
+// use_sliding_window is set (transformers 5 writes the outcome as layer_types). nullopt when every
+// layer sees the whole context.
 Result<std::optional<int64_t>> SlidingWindow(const json& c, const std::optional<std::string>& type,
                                              const std::string& source) {
   bool sliding = false;
-  if (type == "mistral") {
+  if (type == "mistral" || type == "phi3") {
     sliding = c.contains("sliding_window") && !c["sliding_window"].is_null();
   } else if (type == "qwen2" || type == "qwen3") {
     if (auto it = c.find("layer_types"); it != c.end() && it->is_array()) {
@@ -179,15 +178,15 @@ Status ParseLlama(const json& c, const std::string& source, ModelConfig* m) {
   if (scaling != nullptr) {
     STRATA_RETURN_IF_ERROR(ParseRopeScaling(*scaling, source, &m->rope_scaling));
   }
-  m->max_position_embeddings = ScaledContext(*m);
-  // strata attends to the whole context, which is what a sliding window does for a sequence no
-  // longer than the window (a query at i sees the keys at j > i - window): the context is capped.
-  if (window && *window < m->max_position_embeddings) {
-    LogWarn(source + ": sliding-window attention (window " + std::to_string(*window) +
-            "): requests are limited to " + std::to_string(*window) +
-            " tokens, prompt and generation, where it equals the full attention strata computes");
-    m->max_position_embeddings = static_cast<int>(*window);
+  // Phi-3.5-MoE and Phi-4-mini rotate only part of each head.
+  std::optional<double> rotary = JsonNumber(c, "partial_rotary_factor");
+  if (!rotary && params != nullptr) rotary = JsonNumber(*params, "partial_rotary_factor");
+  if (rotary && *rotary != 1.0) {
+    return Status::Unsupported(source + ": partial_rotary_factor " + std::to_string(*rotary) +
+                               " (strata rotates whole heads)");
   }
+  m->max_position_embeddings = ScaledContext(*m);
+  if (window) CapContextAtWindow(*window, source, m);
   m->bos_token_id = TokenId(c, "bos_token_id", 1);
   m->eos_token_id = TokenId(c, "eos_token_id", 2);
   m->pad_token_id = TokenId(c, "pad_token_id", -1);
@@ -246,12 +245,13 @@ Result<ModelConfig> ParseHfConfig(const json& config, const std::string& source)
   ModelConfig m;
   if (*type == "opt") {
     STRATA_RETURN_IF_ERROR(ParseOpt(config, source, &m));
-  } else if (*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "qwen3") {
+  } else if (*type == "llama" || *type == "mistral" || *type == "qwen2" || *type == "qwen3" ||
+             *type == "phi3") {
     STRATA_RETURN_IF_ERROR(ParseLlama(config, source, &m));
   } else {
     return Status::Unsupported(
         source + ": model_type '" + *type +
-        "' is not supported (strata runs opt, llama, mistral, qwen2 and qwen3 models)");
+        "' is not supported (strata runs opt, llama, mistral, qwen2, qwen3 and phi3 models)");
   }
   // Some configs name a pad id past the vocabulary (an added token never trained); none is used.
   if (m.pad_token_id >= m.vocab_size) m.pad_token_id = -1;

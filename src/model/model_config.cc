@@ -5,6 +5,8 @@
 #include <limits>
 #include <string>
 
+#include "src/core/log.h"
+
 namespace strata {
 namespace {
 
@@ -91,6 +93,14 @@ int ScaledContext(const ModelConfig& c) {
                                    c.rope_scaling.original_max_position_embeddings);
   return static_cast<int>(
       std::clamp<double>(scaled, c.max_position_embeddings, std::numeric_limits<int>::max()));
+}
+
+void CapContextAtWindow(int64_t window, const std::string& source, ModelConfig* c) {
+  if (window <= 0 || window >= c->max_position_embeddings) return;
+  LogWarn(source + ": sliding-window attention (window " + std::to_string(window) +
+          "): requests are limited to " + std::to_string(window) +
+          " tokens, prompt and generation, where it equals the full attention strata computes");
+  c->max_position_embeddings = static_cast<int>(window);
 }
 
 float ModelConfig::AttentionScale() const {

@@ -3,6 +3,7 @@
 // on a model's name.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -77,5 +78,10 @@ struct ModelConfig {
 // original_max_position_embeddings when that is longer (Qwen's configs keep their native 32768
 // beside a YaRN factor of 4 that reaches 131072; serving engines allow the product too).
 int ScaledContext(const ModelConfig& c);
+
+// Caps c's context at a sliding-attention window shorter than it, with a warning naming `source`.
+// strata attends to the whole context, which is what a sliding window does for a sequence no
+// longer than the window (a query at i sees the keys at j > i - window).
+void CapContextAtWindow(int64_t window, const std::string& source, ModelConfig* c);
 
 }  // namespace strata

@@ -1,8 +1,10 @@
-// LoadGgufModel: a GGUF file (or its shards) of architecture llama, qwen2 or qwen3 to a Model with
-// every tensor in F32, or deferred until asked for. qwen2 is llama's layout with biases on the q,
-// k and v projections; qwen3 is llama's with a per-head RMSNorm of q and k (attn_q_norm,
-// attn_k_norm). llama.cpp's converter leaves their q/k rows as Hugging Face stores them (it
-// permutes llama's for ggml's interleaved RoPE; strata un-permutes those back).
+// LoadGgufModel: a GGUF file (or its shards) of architecture llama, qwen2, qwen3 or phi3 to a Model
+// with every tensor in F32, or deferred until asked for. qwen2 is llama's layout with biases on the
+// q, k and v projections; qwen3 is llama's with a per-head RMSNorm of q and k (attn_q_norm,
+// attn_k_norm); phi3 is llama's with q, k and v fused in attn_qkv and the gate and up projections
+// in ffn_up (gate rows first). llama.cpp's converter leaves the q/k rows of all but llama as
+// Hugging Face stores them (it permutes llama's for ggml's interleaved RoPE; strata un-permutes
+// those back).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -27,9 +29,9 @@ class GgufModelReader {
   Status ReadConfig() {
     const std::string* arch = String("general.architecture");
     if (arch == nullptr) return Corrupt("metadata 'general.architecture' is missing");
-    if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen3") {
+    if (*arch != "llama" && *arch != "qwen2" && *arch != "qwen3" && *arch != "phi3") {
       return Status::Unsupported(gguf_.path() + ": GGUF architecture '" + *arch +
-                                 "' is not supported (strata reads llama, qwen2 and qwen3)");
+                                 "' is not supported (strata reads llama, qwen2, qwen3 and phi3)");
     }
     arch_ = *arch;
     ModelConfig& c = b_.config();
@@ -64,6 +66,9 @@ class GgufModelReader {
     c.rope_theta = static_cast<float>(Float(Key("rope.freq_base"), 10000.0));
     STRATA_RETURN_IF_ERROR(ReadRopeScaling(c.head_dim, &c.rope_scaling));
     c.max_position_embeddings = ScaledContext(c);
+    int window = 0;
+    STRATA_RETURN_IF_ERROR(Int(Key("attention.sliding_window"), 0, &window));
+    CapContextAtWindow(window, gguf_.path(), &c);
     c.tie_word_embeddings = gguf_.FindTensor("output.weight") == nullptr;
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.bos_token_id", -1, &c.bos_token_id));
     STRATA_RETURN_IF_ERROR(Int("tokenizer.ggml.eos_token_id", -1, &c.eos_token_id));
@@ -107,18 +112,25 @@ class GgufModelReader {
     const int64_t h = c.hidden_size, q = int64_t{c.num_heads} * c.head_dim,
                   kv = int64_t{c.num_kv_heads} * c.head_dim, ffn = c.intermediate_size;
     ModelWeights& w = b_.weights();
-    const bool permuted = arch_ == "llama";
+    const bool permuted = arch_ == "llama", fused = arch_ == "phi3";
     STRATA_RETURN_IF_ERROR(Expand("token_embd.weight", {c.vocab_size, h}, 0, &w.token_embedding));
     w.layers.resize(static_cast<size_t>(c.num_layers));
     for (int i = 0; i < c.num_layers; ++i) {
       LayerWeights& l = w.layers[static_cast<size_t>(i)];
       const std::string p = "blk." + std::to_string(i) + ".";
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_norm.weight", {h}, 0, &l.attn_norm));
-      STRATA_RETURN_IF_ERROR(
-          Expand(p + "attn_q.weight", {q, h}, permuted ? c.num_heads : 0, &l.wq));
-      STRATA_RETURN_IF_ERROR(
-          Expand(p + "attn_k.weight", {kv, h}, permuted ? c.num_kv_heads : 0, &l.wk));
-      STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.weight", {kv, h}, 0, &l.wv));
+      if (fused) {
+        const Shape qkv = {q + 2 * kv, h};
+        STRATA_RETURN_IF_ERROR(ExpandRows(p + "attn_qkv.weight", qkv, 0, q, &l.wq));
+        STRATA_RETURN_IF_ERROR(ExpandRows(p + "attn_qkv.weight", qkv, q, kv, &l.wk));
+        STRATA_RETURN_IF_ERROR(ExpandRows(p + "attn_qkv.weight", qkv, q + kv, kv, &l.wv));
+      } else {
+        STRATA_RETURN_IF_ERROR(
+            Expand(p + "attn_q.weight", {q, h}, permuted ? c.num_heads : 0, &l.wq));
+        STRATA_RETURN_IF_ERROR(
+            Expand(p + "attn_k.weight", {kv, h}, permuted ? c.num_kv_heads : 0, &l.wk));
+        STRATA_RETURN_IF_ERROR(Expand(p + "attn_v.weight", {kv, h}, 0, &l.wv));
+      }
       if (c.attention_bias) {
         STRATA_RETURN_IF_ERROR(Expand(p + "attn_q.bias", {q}, 0, &l.bq));
         STRATA_RETURN_IF_ERROR(Expand(p + "attn_k.bias", {kv}, 0, &l.bk));
@@ -130,8 +142,13 @@ class GgufModelReader {
       }
       STRATA_RETURN_IF_ERROR(Expand(p + "attn_output.weight", {h, q}, 0, &l.wo));
       STRATA_RETURN_IF_ERROR(Expand(p + "ffn_norm.weight", {h}, 0, &l.mlp_norm));
-      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_gate.weight", {ffn, h}, 0, &l.w_gate));
-      STRATA_RETURN_IF_ERROR(Expand(p + "ffn_up.weight", {ffn, h}, 0, &l.w_up));
+      if (fused) {
+        STRATA_RETURN_IF_ERROR(ExpandRows(p + "ffn_up.weight", {2 * ffn, h}, 0, ffn, &l.w_gate));
+        STRATA_RETURN_IF_ERROR(ExpandRows(p + "ffn_up.weight", {2 * ffn, h}, ffn, ffn, &l.w_up));
+      } else {
+        STRATA_RETURN_IF_ERROR(Expand(p + "ffn_gate.weight", {ffn, h}, 0, &l.w_gate));
+        STRATA_RETURN_IF_ERROR(Expand(p + "ffn_up.weight", {ffn, h}, 0, &l.w_up));
+      }
       STRATA_RETURN_IF_ERROR(Expand(p + "ffn_down.weight", {h, ffn}, 0, &l.w_down));
     }
     STRATA_RETURN_IF_ERROR(Expand("output_norm.weight", {h}, 0, &w.final_norm));
@@ -217,6 +234,11 @@ class GgufModelReader {
   // rope_freqs.weight (Llama 3.1 and later: llama.cpp's converter turns their llama3 scaling into
   // head_dim / 2 divisors of the inverse frequencies, F32).
   Status ReadRopeScaling(int head_dim, RopeScaling* out) {
+    if (gguf_.FindTensor("rope_factors_long.weight") != nullptr) {
+      return Status::Unsupported(gguf_.path() +
+                                 ": LongRoPE (rope_factors_long/short, the 128k Phi-3 models) is "
+                                 "not supported");
+    }
     const std::string* type = String(Key("rope.scaling.type"));
     double factor = Float(Key("rope.scaling.factor"), Float(Key("rope.scale_linear"), 1.0));
     if (type != nullptr && *type == "yarn") return ReadYarn(factor, out);
@@ -279,6 +301,14 @@ class GgufModelReader {
   // they are F32 in place, else a deferred view (ModelBuilder::Defer) that a positive
   // `unpermute_heads` un-permutes (llama.cpp's q/k row permutation) when it is expanded.
   Status Expand(const std::string& name, const Shape& shape, int unpermute_heads, TensorView* out) {
+    return ExpandRows(name, shape, 0, shape[0], out, unpermute_heads);
+  }
+
+  // Expand() of rows [first, first + rows) of the tensor `name` of shape `shape`, {total rows,
+  // ...}: one part of a fused projection. A row of any ggml type is a whole number of blocks, so
+  // the part is the file's bytes from its first row on.
+  Status ExpandRows(const std::string& name, const Shape& shape, int64_t first, int64_t rows,
+                    TensorView* out, int unpermute_heads = 0) {
     const GgufTensorInfo* info = gguf_.FindTensor(name);
     if (info == nullptr) {
       return Status::NotFound(gguf_.path() + ": tensor '" + name + "' is missing");
@@ -290,8 +320,11 @@ class GgufModelReader {
                                  GgmlTypeName(info->type) + "; strata expands " +
                                  GgufDequantizableTypes() + " (use e.g. a Q4_K_M or Q8_0 file)");
     }
-    const uint8_t* data = gguf_.TensorData(*info);
-    const TensorView raw{DType::kF32, shape, data};
+    Shape part = shape;
+    part[0] = rows;
+    const uint64_t row_bytes = shape[0] > 0 ? info->bytes / static_cast<uint64_t>(shape[0]) : 0;
+    const uint8_t* data = gguf_.TensorData(*info) + static_cast<uint64_t>(first) * row_bytes;
+    const TensorView raw{DType::kF32, part, data};
     if (info->type == static_cast<uint32_t>(GgmlType::kF32) && unpermute_heads == 0) {
       *out = b_.Aligned(raw);
       return Status::Ok();
@@ -302,7 +335,7 @@ class GgufModelReader {
 
   const GgufShards& gguf_;
   ModelBuilder& b_;
-  std::string arch_;            // general.architecture: "llama", "qwen2" or "qwen3"
+  std::string arch_;            // general.architecture: "llama", "qwen2", "qwen3" or "phi3"
   std::set<std::string> used_;  // tensors Expand() has consumed
 };
 

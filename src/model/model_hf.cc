@@ -21,16 +21,29 @@ class HfTensors {
 
   // Fills `out` with the tensor `name` of shape `shape`; NotFound when it is missing.
   Status Get(const std::string& name, const Shape& shape, TensorView* out) {
-    const TensorView* v = ckpt_.Find("model." + name);
-    if (v == nullptr) v = ckpt_.Find(name);
-    if (v == nullptr) {
-      return Status::NotFound(dir_ + ": tensor 'model." + name +
-                              "' is missing from the checkpoint");
-    }
+    const TensorView* v = Find(name);
+    if (v == nullptr) return Missing(name);
     STRATA_RETURN_IF_ERROR(builder_.CheckShape(name, v->shape, shape));
     *out = builder_.Aligned(*v);
     return Status::Ok();
   }
+
+  // Rows [first, first + rows) of the tensor `name` of shape {total rows, cols}: one part of a
+  // fused projection (Phi-3's qkv_proj and gate_up_proj).
+  Status GetRows(const std::string& name, const Shape& shape, int64_t first, int64_t rows,
+                 TensorView* out) {
+    const TensorView* v = Find(name);
+    if (v == nullptr) return Missing(name);
+    STRATA_RETURN_IF_ERROR(builder_.CheckShape(name, v->shape, shape));
+    TensorView part = *v;
+    part.shape = {rows, shape[1]};
+    part.data = static_cast<const uint8_t*>(v->data) + first * shape[1] * DTypeBytes(v->dtype);
+    *out = builder_.Aligned(part);
+    return Status::Ok();
+  }
+
+  // True when the checkpoint has tensor `name`.
+  bool Has(const std::string& name) const { return Find(name) != nullptr; }
 
   // Like Get(), but only when `present`; otherwise leaves `out` absent.
   Status GetIf(bool present, const std::string& name, const Shape& shape, TensorView* out) {
@@ -56,6 +69,15 @@ class HfTensors {
   }
 
  private:
+  const TensorView* Find(const std::string& name) const {
+    const TensorView* v = ckpt_.Find("model." + name);
+    return v != nullptr ? v : ckpt_.Find(name);
+  }
+
+  Status Missing(const std::string& name) const {
+    return Status::NotFound(dir_ + ": tensor 'model." + name + "' is missing from the checkpoint");
+  }
+
   const SafetensorsCheckpoint& ckpt_;
   ModelBuilder& builder_;
   std::string dir_;
@@ -72,9 +94,16 @@ Status LoadLlamaWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
     LayerWeights& l = w->layers[static_cast<size_t>(i)];
     const std::string p = "layers." + std::to_string(i) + ".";
     STRATA_RETURN_IF_ERROR(t.Get(p + "input_layernorm.weight", {h}, &l.attn_norm));
-    STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.q_proj.weight", {q, h}, &l.wq));
-    STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.k_proj.weight", {kv, h}, &l.wk));
-    STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.v_proj.weight", {kv, h}, &l.wv));
+    if (const std::string qkv = p + "self_attn.qkv_proj.weight"; t.Has(qkv)) {  // Phi-3
+      const Shape fused = {q + 2 * kv, h};
+      STRATA_RETURN_IF_ERROR(t.GetRows(qkv, fused, 0, q, &l.wq));
+      STRATA_RETURN_IF_ERROR(t.GetRows(qkv, fused, q, kv, &l.wk));
+      STRATA_RETURN_IF_ERROR(t.GetRows(qkv, fused, q + kv, kv, &l.wv));
+    } else {
+      STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.q_proj.weight", {q, h}, &l.wq));
+      STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.k_proj.weight", {kv, h}, &l.wk));
+      STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.v_proj.weight", {kv, h}, &l.wv));
+    }
     STRATA_RETURN_IF_ERROR(t.Get(p + "self_attn.o_proj.weight", {h, q}, &l.wo));
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.q_proj.bias", {q}, &l.bq));
     STRATA_RETURN_IF_ERROR(t.GetIf(bias, p + "self_attn.k_proj.bias", {kv}, &l.bk));
@@ -84,8 +113,13 @@ Status LoadLlamaWeights(const ModelConfig& c, HfTensors& t, ModelWeights* w) {
     STRATA_RETURN_IF_ERROR(t.GetIf(c.qk_norm, p + "self_attn.q_norm.weight", {d}, &l.q_norm));
     STRATA_RETURN_IF_ERROR(t.GetIf(c.qk_norm, p + "self_attn.k_norm.weight", {d}, &l.k_norm));
     STRATA_RETURN_IF_ERROR(t.Get(p + "post_attention_layernorm.weight", {h}, &l.mlp_norm));
-    STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.gate_proj.weight", {ffn, h}, &l.w_gate));
-    STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.up_proj.weight", {ffn, h}, &l.w_up));
+    if (const std::string gate_up = p + "mlp.gate_up_proj.weight"; t.Has(gate_up)) {  // Phi-3
+      STRATA_RETURN_IF_ERROR(t.GetRows(gate_up, {2 * ffn, h}, 0, ffn, &l.w_gate));
+      STRATA_RETURN_IF_ERROR(t.GetRows(gate_up, {2 * ffn, h}, ffn, ffn, &l.w_up));
+    } else {
+      STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.gate_proj.weight", {ffn, h}, &l.w_gate));
+      STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.up_proj.weight", {ffn, h}, &l.w_up));
+    }
     STRATA_RETURN_IF_ERROR(t.Get(p + "mlp.down_proj.weight", {h, ffn}, &l.w_down));
     STRATA_RETURN_IF_ERROR(t.GetIf(c.mlp_bias, p + "mlp.gate_proj.bias", {ffn}, &l.b_gate));
     STRATA_RETURN_IF_ERROR(t.GetIf(c.mlp_bias, p + "mlp.up_proj.bias", {ffn}, &l.b_up));

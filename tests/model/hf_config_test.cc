@@ -181,6 +181,9 @@ TEST(HfConfigTest, LlamaUnsupported) {
   ExpectError(j, StatusCode::kUnsupported, "'dynamic'");
   j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4.0}};
   ExpectError(j, StatusCode::kUnsupported, "'longrope'");
+  // Phi-3's 128k configs: LongRoPE without a factor is unsupported, not malformed.
+  j["rope_scaling"] = {{"type", "longrope"}, {"long_factor", {1.0}}, {"short_factor", {1.0}}};
+  ExpectError(j, StatusCode::kUnsupported, "'longrope'");
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};
   ExpectError(j, StatusCode::kCorrupt, "low_freq_factor");
   j = SmolLm2();
@@ -189,6 +192,13 @@ TEST(HfConfigTest, LlamaUnsupported) {
   j = SmolLm2();
   j["model_type"] = "gemma";
   ExpectError(j, StatusCode::kUnsupported, "'gemma'");
+  j = SmolLm2();  // Phi-4-mini
+  j["model_type"] = "phi3";
+  j["partial_rotary_factor"] = 0.75;
+  ExpectError(j, StatusCode::kUnsupported, "partial_rotary_factor");
+  j.erase("partial_rotary_factor");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
+  ExpectError(j, StatusCode::kUnsupported, "partial_rotary_factor");
 }
 
 // The context of a config with sliding-window layers: the window, where those layers attend as
@@ -211,6 +221,11 @@ TEST(HfConfigTest, SlidingWindowCapsTheContext) {
   EXPECT_EQ(ContextOf(j), 8192);
   j["sliding_window"] = 0;
   ExpectError(j, StatusCode::kCorrupt, "sliding_window");
+  j["model_type"] = "phi3";  // Phi-3-mini-4k: 2047 of 4096
+  j["sliding_window"] = 2047;
+  EXPECT_EQ(ContextOf(j), 2047);
+  j["sliding_window"] = nullptr;  // Phi-4
+  EXPECT_EQ(ContextOf(j), 8192);
 
   j = SmolLm2();  // 30 layers
   j["model_type"] = "qwen2";

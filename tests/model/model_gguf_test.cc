@@ -83,7 +83,7 @@ std::vector<float> Nibbles(size_t n, float d, float offset) {
 }
 
 struct TinyGguf {
-  std::string arch = "llama";
+  std::string arch = "llama";  // "phi3": fused attn_qkv (Q8_0) and gate+up in ffn_up (Q4_1)
   bool tied = true;
   std::string skip;         // a tensor left out
   std::string unsupported_tensor;  // a tensor stored as MXFP4 (not expandable)
@@ -101,15 +101,16 @@ std::vector<std::string> BuildTinyGgufShards(const TinyGguf& o, int shards,
   std::vector<GgufWriter> writers(static_cast<size_t>(shards));
   GgufWriter& w = writers[0];
   w.AddString("general.architecture", o.arch);
-  if (o.block_count) w.AddU32("llama.block_count", kLayers);
-  w.AddU32("llama.context_length", 128);
-  w.AddU32("llama.embedding_length", kHidden);
-  w.AddU32("llama.feed_forward_length", kFfn);
-  w.AddU32("llama.attention.head_count", kHeads);
-  w.AddU32("llama.attention.head_count_kv", kKvHeads);
-  w.AddF32("llama.rope.freq_base", 100000.0f);
-  w.AddF32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  w.AddU32("llama.rope.dimension_count", kHeadDim);
+  const std::string a = o.arch + ".";
+  if (o.block_count) w.AddU32(a + "block_count", kLayers);
+  w.AddU32(a + "context_length", 128);
+  w.AddU32(a + "embedding_length", kHidden);
+  w.AddU32(a + "feed_forward_length", kFfn);
+  w.AddU32(a + "attention.head_count", kHeads);
+  w.AddU32(a + "attention.head_count_kv", kKvHeads);
+  w.AddF32(a + "rope.freq_base", 100000.0f);
+  w.AddF32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
+  w.AddU32(a + "rope.dimension_count", kHeadDim);
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
   for (int i = 0; i < kVocab; ++i) {
@@ -155,13 +156,21 @@ std::vector<std::string> BuildTinyGgufShards(const TinyGguf& o, int shards,
   for (int i = 0; i < kLayers; ++i) {
     const std::string p = "blk." + std::to_string(i) + ".";
     add(p + "attn_norm.weight", 1, kHidden, 0, 0);
-    add(p + "attn_q.weight", kHeads * kHeadDim, kHidden, 8, kHeads);
-    add(p + "attn_k.weight", kKvHeads * kHeadDim, kHidden, 1, kKvHeads);
-    add(p + "attn_v.weight", kKvHeads * kHeadDim, kHidden, 2, 0);
+    if (o.arch == "phi3") {
+      add(p + "attn_qkv.weight", (kHeads + 2 * kKvHeads) * kHeadDim, kHidden, 8, 0);
+    } else {
+      add(p + "attn_q.weight", kHeads * kHeadDim, kHidden, 8, kHeads);
+      add(p + "attn_k.weight", kKvHeads * kHeadDim, kHidden, 1, kKvHeads);
+      add(p + "attn_v.weight", kKvHeads * kHeadDim, kHidden, 2, 0);
+    }
     add(p + "attn_output.weight", kHidden, kHeads * kHeadDim, 3, 0);
     add(p + "ffn_norm.weight", 1, kHidden, 0, 0);
-    add(p + "ffn_gate.weight", kFfn, kHidden, 30, 0);
-    add(p + "ffn_up.weight", kFfn, kHidden, 0, 0);
+    if (o.arch == "phi3") {
+      add(p + "ffn_up.weight", 2 * kFfn, kHidden, 3, 0);
+    } else {
+      add(p + "ffn_gate.weight", kFfn, kHidden, 30, 0);
+      add(p + "ffn_up.weight", kFfn, kHidden, 0, 0);
+    }
     add(p + "ffn_down.weight", kHidden, kFfn, 8, 0);
   }
   add("output_norm.weight", 1, kHidden, 0, 0);
@@ -260,6 +269,47 @@ TEST(GgufModelTest, LoadsEveryTypeAndUnpermutes) {
                           kLayers * (2 * kHidden + 2 * kHeads * kHeadDim * kHidden +
                                      2 * kKvHeads * kHeadDim * kHidden + 3 * kFfn * kHidden);
   EXPECT_EQ((*m)->weight_bytes(), params * 4);
+}
+
+// Rows [first, first + rows) of a [.., cols] matrix's values.
+std::vector<float> Rows(const std::vector<float>& v, int64_t cols, int64_t first, int64_t rows) {
+  return std::vector<float>(v.begin() + first * cols, v.begin() + (first + rows) * cols);
+}
+
+// Phi-3: q, k and v are row ranges of attn_qkv (a Q8_0 row is 2 blocks here), gate and up of
+// ffn_up (Q4_1), each expanded in place from its first row; nothing is un-permuted.
+TEST(GgufModelTest, Phi3FusedProjectionsSplitByRows) {
+  TinyGguf o;
+  o.arch = "phi3";
+  std::map<std::string, std::vector<float>> e;
+  auto m = LoadTiny(o, &e);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const int64_t q = kHeads * kHeadDim, kv = kKvHeads * kHeadDim;
+  for (int i = 0; i < kLayers; ++i) {
+    const LayerWeights& l = (*m)->weights().layers[static_cast<size_t>(i)];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    const std::vector<float>& qkv = e[p + "attn_qkv.weight"];
+    EXPECT_EQ(l.wk.shape, (std::vector<int64_t>{kv, kHidden}));
+    ExpectValues(l.wq, Rows(qkv, kHidden, 0, q), "q of attn_qkv");
+    ExpectValues(l.wk, Rows(qkv, kHidden, q, kv), "k of attn_qkv");
+    ExpectValues(l.wv, Rows(qkv, kHidden, q + kv, kv), "v of attn_qkv");
+    const std::vector<float>& gate_up = e[p + "ffn_up.weight"];
+    ExpectValues(l.w_gate, Rows(gate_up, kHidden, 0, kFfn), "gate of ffn_up");
+    ExpectValues(l.w_up, Rows(gate_up, kHidden, kFfn, kFfn), "up of ffn_up");
+  }
+}
+
+// attention.sliding_window caps the context as a Hugging Face sliding_window does (hf_config).
+TEST(GgufModelTest, SlidingWindowCapsTheContext) {
+  for (const auto& [window, context] :
+       std::vector<std::pair<uint32_t, int>>{{64, 64}, {0, 128}, {4096, 128}}) {
+    TinyGguf o;
+    o.more_keys = [window](GgufWriter& w) { w.AddU32("llama.attention.sliding_window", window); };
+    std::map<std::string, std::vector<float>> e;
+    auto m = LoadTiny(o, &e);
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ((*m)->config().max_position_embeddings, context) << window;
+  }
 }
 
 // Every weight view of `m` under its store name (WeightSlots).
@@ -493,6 +543,10 @@ TEST(GgufModelTest, Refusals) {
   o = {};
   o.block_count = false;
   expect(o, StatusCode::kCorrupt, "llama.block_count");
+  o = {};
+  o.arch = "phi3";
+  o.extra = "rope_factors_long.weight";  // Phi-3 128k's LongRoPE
+  expect(o, StatusCode::kUnsupported, "LongRoPE");
 }
 
 TEST(GgufModelTest, TruncatedFileFailsCleanly) {

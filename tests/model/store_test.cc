@@ -98,7 +98,7 @@ TEST_P(StoreFixtureTest, RoundTripsByteForByte) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, StoreFixtureTest,
                          ::testing::Values("llama-gqa", "llama-bias", "llama3-rope", "opt", "qwen2",
-                                           "qwen3", "qwen2-yarn"),
+                                           "qwen3", "qwen2-yarn", "phi3"),
                          [](const auto& info) {
                            std::string n = info.param;
                            for (char& c : n) c = c == '-' ? '_' : c;

@@ -49,7 +49,7 @@ TEST(ModelSpecTest, PublicShapes) {
       {"opt-6.7b", 6.66e9},    {"opt-30b", 29.97e9},     {"opt-66b", 65.7e9},
       {"opt-175b", 174.6e9},   {"llama-2-7b", 6.74e9},   {"llama-2-70b", 68.98e9},
       {"llama-3-8b", 8.03e9},  {"llama-3-70b", 70.55e9}, {"tinyllama-1.1b", 1.100e9},
-      {"qwen2.5-72b", 72.7e9}, {"qwen3-32b", 32.8e9}};
+      {"qwen2.5-72b", 72.7e9}, {"qwen3-32b", 32.8e9},    {"phi-4", 14.7e9}};
   for (const auto& [name, published] : counts) {
     EXPECT_NEAR(Parameters(Preset(name)) / published, 1.0, 0.01) << name;
   }

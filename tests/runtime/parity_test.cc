@@ -1,9 +1,9 @@
-// Parity with Hugging Face transformers: small random-weight OPT, Llama, Qwen2 and Qwen3 models
-// built by scripts/make_fixtures.py, their logits and greedy tokens recorded there. strata must
-// reproduce the logits to 1e-4 relative error and the greedy tokens exactly, with the prompts
-// batched together (left padding) as `strata run` batches them. The Qwen fixtures are also read as
-// the GGUF files llama.cpp's conventions make of them (tests/data/gguf/hf_qwen_to_gguf.py),
-// tokenizer included.
+// Parity with Hugging Face transformers: small random-weight OPT, Llama, Qwen2, Qwen3 and Phi-3
+// models built by scripts/make_fixtures.py, their logits and greedy tokens recorded there. strata
+// must reproduce the logits to 1e-4 relative error and the greedy tokens exactly, with the prompts
+// batched together (left padding) as `strata run` batches them. The Qwen and Phi-3 fixtures are
+// also read as the GGUF files llama.cpp's conventions make of them
+// (tests/data/gguf/hf_to_gguf.py), tokenizer included.
 #include <gtest/gtest.h>
 
 #include <cctype>
@@ -92,10 +92,11 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, ParityTest,
                          ::testing::Values(Fixture("opt"), Fixture("llama-gqa"),
                                            Fixture("llama3-rope"), Fixture("llama-bias"),
                                            Fixture("qwen2"), Fixture("qwen3"),
-                                           Fixture("qwen2-yarn"),
+                                           Fixture("qwen2-yarn"), Fixture("phi3"),
                                            ParityCase{"gguf/qwen2-tiny.gguf", "qwen2"},
                                            ParityCase{"gguf/qwen3-tiny.gguf", "qwen3"},
-                                           ParityCase{"gguf/qwen2-yarn-tiny.gguf", "qwen2-yarn"}),
+                                           ParityCase{"gguf/qwen2-yarn-tiny.gguf", "qwen2-yarn"},
+                                           ParityCase{"gguf/phi3-tiny.gguf", "phi3"}),
                          [](const auto& info) {
                            std::string n = info.param.model.substr(info.param.model.find('/') + 1);
                            for (char& c : n)

@@ -1,25 +1,29 @@
-"""Converts a small Hugging Face Qwen2ForCausalLM or Qwen3ForCausalLM directory to an all-F32
-GGUF file the way llama.cpp's convert_hf_to_gguf.py does for the QWEN2 / QWEN3 architectures, so
-that strata's GGUF path can be checked against the transformers reference of the same weights
-(tests/data/fixtures/qwen2, qwen2-yarn and qwen3, made by scripts/make_fixtures.py).
-The architecture follows config.json's model_type ("qwen2" or "qwen3"). RoPE is plain, or YaRN
-when config.json's rope_scaling (or rope_parameters) has type / rope_type "yarn"; any other rope
-scaling is refused.
+"""Converts a small Hugging Face Qwen2ForCausalLM, Qwen3ForCausalLM or Phi3ForCausalLM directory
+to an all-F32 GGUF file the way llama.cpp's convert_hf_to_gguf.py does for the QWEN2 / QWEN3 / PHI3
+architectures, so that strata's GGUF path can be checked against the transformers reference of the
+same weights (tests/data/fixtures/qwen2, qwen2-yarn, qwen3 and phi3, made by
+scripts/make_fixtures.py).
+The architecture follows config.json's model_type ("qwen2", "qwen3" or "phi3"). For qwen2 / qwen3
+RoPE is plain, or YaRN when config.json's rope_scaling (or rope_parameters) has type / rope_type
+"yarn"; any other rope scaling is refused. For phi3 only plain RoPE is covered (no rope scaling:
+longrope / su / yarn are refused).
 
-  python tests/data/gguf/hf_qwen_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
+  python tests/data/gguf/hf_to_gguf.py HF_DIR OUT.gguf [--check EXPECTED_JSON]
 
-  e.g. python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen2 \\
+  e.g. python tests/data/gguf/hf_to_gguf.py tests/data/fixtures/qwen2 \\
            tests/data/gguf/qwen2-tiny.gguf --check tests/data/fixtures/qwen2/expected.json
-       python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen3 \\
+       python tests/data/gguf/hf_to_gguf.py tests/data/fixtures/qwen3 \\
            tests/data/gguf/qwen3-tiny.gguf --check tests/data/fixtures/qwen3/expected.json
-       python tests/data/gguf/hf_qwen_to_gguf.py tests/data/fixtures/qwen2-yarn \\
+       python tests/data/gguf/hf_to_gguf.py tests/data/fixtures/qwen2-yarn \\
            tests/data/gguf/qwen2-yarn-tiny.gguf --check tests/data/fixtures/qwen2-yarn/expected.json
+       python tests/data/gguf/hf_to_gguf.py tests/data/fixtures/phi3 \\
+           tests/data/gguf/phi3-tiny.gguf --check tests/data/fixtures/phi3/expected.json
 
 Needs gguf (gguf-py) and numpy (--check also needs tokenizers). Reads the safetensors files
 itself (F32, F16 and BF16), so it needs neither torch nor transformers.
 
 What it writes, following convert_hf_to_gguf.py (Qwen2Model, and Qwen3Model which inherits it
-with arch "qwen3"; TextModel, _set_vocab_gpt2):
+with arch "qwen3"; Phi3MiniModel; TextModel, _set_vocab_gpt2):
   - general.architecture "qwen2" or "qwen3"; <arch>.context_length, embedding_length, block_count,
     feed_forward_length, attention.head_count, attention.head_count_kv, attention.key_length
     and value_length (config.json has head_dim), rope.freq_base, attention.layer_norm_rms_epsilon.
@@ -37,26 +41,47 @@ with arch "qwen3"; TextModel, _set_vocab_gpt2):
     biases, and per-head q/k RMSNorm weights [head_dim] (self_attn.q_norm / k_norm ->
     blk.N.attn_q_norm / attn_k_norm); its attention width n_head * head_dim may differ from
     hidden_size.
-  - tokenizer.ggml.model "gpt2", pre "qwen2" for both (llama.cpp gives Qwen3's vocabulary the
-    qwen2 pre-tokenizer), tokens by id (model.vocab + added_tokens; ids
-    without a token become "[PAD<id>]", type UNUSED), token_type (NORMAL, CONTROL for special
-    added tokens, USER_DEFINED for other added tokens), merges "a b", bos/eos ids from
-    config.json, add_bos_token / add_eos_token from tokenizer_config.json or, failing that, from
-    tokenizer.json's TemplateProcessing post-processor.
+  - For phi3, as Phi3MiniModel.set_gguf_parameters (which replaces TextModel's), in this order:
+    phi3.context_length, rope.scaling.original_context_length (original_max_position_embeddings,
+    required), embedding_length, feed_forward_length, block_count, attention.head_count,
+    attention.head_count_kv, attention.layer_norm_rms_epsilon, rope.dimension_count
+    (int(partial_rotary_factor * hidden_size) // num_attention_heads), rope.freq_base,
+    general.file_type, attention.sliding_window (config.json's sliding_window, 0 when null:
+    llama.cpp then runs full attention). No key_length / value_length (head_dim = hidden_size /
+    heads) and no other rope.scaling.* key. Tensors keep Phi-3's FUSED projections, as llama.cpp's
+    tensor map does: self_attn.qkv_proj -> blk.N.attn_qkv [q + 2 kv rows: q, then k, then v] and
+    mlp.gate_up_proj -> blk.N.ffn_up [2 * intermediate rows: gate, then up]; o_proj ->
+    attn_output, down_proj -> ffn_down, no biases, output.weight (untied); q/k NOT permuted
+    (llama.cpp runs phi3 with NeoX RoPE).
+  - tokenizer.ggml.model "gpt2", pre "qwen2" for qwen2 and qwen3 (llama.cpp gives Qwen3's
+    vocabulary the qwen2 pre-tokenizer) and "gpt-2" for phi3 (llama.cpp's Phi3MiniModel takes
+    _set_vocab_gpt2 for a GPT2Tokenizer vocabulary, as Phi-4's -- the phi3 fixture's
+    tokenizer_config.json says PreTrainedTokenizerFast, for which llama.cpp would want a
+    SentencePiece tokenizer.model instead; "gpt-2" is llama.cpp's name for GPT-2's split regex,
+    which is exactly the ByteLevel(use_regex=True) split of the fixtures' shared tokenizer.json;
+    "qwen2" happens to give the same ids for the five fixture prompts), tokens by id (model.vocab
+    + added_tokens; ids without a token become "[PAD<id>]", type UNUSED), token_type (NORMAL,
+    CONTROL for special added tokens, USER_DEFINED for other added tokens), merges "a b", bos/eos
+    ids from config.json, add_bos_token / add_eos_token from tokenizer_config.json or, failing
+    that, from tokenizer.json's TemplateProcessing post-processor.
 
 The file is read back with GGUFReader and its keys, tensor shapes and values checked. With
 --check, a float64 numpy forward pass of every prompt of EXPECTED_JSON ("input_ids") that uses
 ONLY the tensors and keys read back from the GGUF (RMSNorm, q/k/v with bias for qwen2, per-head
-q/k RMSNorm before RoPE for qwen3, NeoX RoPE, GQA causal attention scaled by 1/sqrt(head_dim),
-SwiGLU, final norm, lm_head) is compared with the transformers logits there
-(max |diff| / max |logit| must be < 1e-4), and the GGUF vocabulary with llama.cpp's qwen2 split
-regex is checked to encode every prompt to its ids. With rope.scaling.type "yarn" the RoPE
-frequencies and cos/sin follow transformers' _compute_yarn_parameters, parameters taken from the
-GGUF keys only: correction range [floor(d(beta_fast)), ceil(d(beta_slow))] clamped to
-[0, head_dim - 1], where d(r) = head_dim * ln(orig_ctx / (2 pi r)) / (2 ln freq_base) and
-beta_fast / beta_slow default to 32 / 1; a linear ramp over the head_dim/2 frequencies;
-inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp); and cos and sin multiplied by
-0.1 * ln(factor) + 1 (1 when factor <= 1).
+q/k RMSNorm before RoPE for qwen3, for phi3 the fused attn_qkv split as transformers' Phi3Attention
+does -- rows [0, q), [q, q + kv), [q + kv, q + 2 kv) -- NeoX RoPE (for phi3 on the first
+rope.dimension_count dims of each head, the rest passed through), GQA causal attention scaled by
+1/sqrt(head_dim) (for phi3 with a nonzero attention.sliding_window, key positions j <= i - window
+masked too), SwiGLU (for phi3 gate = the first half of ffn_up's rows, up = the second half, as
+transformers' chunk(2)), final norm, lm_head) is compared with the transformers logits there
+(max |diff| / max |logit| must be < 1e-4), and the GGUF vocabulary with llama.cpp's split regex
+for its tokenizer.ggml.pre ("qwen2" or "gpt-2") is checked to encode every prompt to its ids.
+With rope.scaling.type "yarn" the RoPE frequencies and cos/sin follow transformers'
+_compute_yarn_parameters, parameters taken from the GGUF keys only: correction range
+[floor(d(beta_fast)), ceil(d(beta_slow))] clamped to [0, head_dim - 1], where d(r) = head_dim *
+ln(orig_ctx / (2 pi r)) / (2 ln freq_base) and beta_fast / beta_slow default to 32 / 1; a linear
+ramp over the head_dim/2 frequencies; inv_freq = inv_freq / factor * ramp + inv_freq * (1 - ramp);
+and cos and sin multiplied by 0.1 * ln(factor) + 1 (1 when factor <= 1).
 """
 import argparse
 import json
@@ -69,11 +94,16 @@ import numpy as np
 import gguf
 from gguf import GGMLQuantizationType as T
 
-ARCHS = ("qwen2", "qwen3")  # config.json model_type == GGUF general.architecture
+ARCHS = ("qwen2", "qwen3", "phi3")  # config.json model_type == GGUF general.architecture
 # llama.cpp's LLAMA_VOCAB_PRE_TYPE_QWEN2 split regex (src/llama-vocab.cpp), as in
 # transformers' Qwen2Tokenizer.
 QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
                r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+# llama.cpp's LLAMA_VOCAB_PRE_TYPE_GPT2 split regex (src/llama-vocab.cpp), GPT-2's pattern.
+GPT2_SPLIT = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)"
+# tokenizer.ggml.pre written per architecture, and the split regex of each pre name.
+TOKENIZER_PRE = {"qwen2": "qwen2", "qwen3": "qwen2", "phi3": "gpt-2"}
+PRE_SPLIT = {"qwen2": QWEN2_SPLIT, "gpt-2": GPT2_SPLIT}
 
 TOKEN_NORMAL, TOKEN_CONTROL, TOKEN_USER_DEFINED, TOKEN_UNUSED = 1, 3, 4, 5
 
@@ -105,6 +135,14 @@ LAYER_TENSORS = {
         "post_attention_layernorm.weight": "ffn_norm.weight",
         "mlp.gate_proj.weight": "ffn_gate.weight",
         "mlp.up_proj.weight": "ffn_up.weight",
+        "mlp.down_proj.weight": "ffn_down.weight",
+    },
+    "phi3": {  # fused projections kept as they are (llama.cpp's tensor map)
+        "input_layernorm.weight": "attn_norm.weight",
+        "self_attn.qkv_proj.weight": "attn_qkv.weight",
+        "self_attn.o_proj.weight": "attn_output.weight",
+        "post_attention_layernorm.weight": "ffn_norm.weight",
+        "mlp.gate_up_proj.weight": "ffn_up.weight",
         "mlp.down_proj.weight": "ffn_down.weight",
     },
 }
@@ -159,11 +197,33 @@ def rope_theta(cfg: dict) -> float:
     return float(rp.get("rope_theta", 10000.0))
 
 
+def phi3_rope_dims(cfg: dict) -> int:
+    """rope.dimension_count as Phi3MiniModel computes it: int(partial_rotary_factor * n_embd) // n_head."""
+    rot_pct = float(cfg.get("partial_rotary_factor", 1.0))
+    return int(rot_pct * int(cfg["hidden_size"])) // int(cfg["num_attention_heads"])
+
+
 def check_config(cfg: dict) -> str:
-    """The architecture ("qwen2" / "qwen3") after checking that this converter covers cfg."""
+    """The architecture ("qwen2" / "qwen3" / "phi3") after checking that this converter covers cfg."""
     arch = cfg.get("model_type")
     if arch not in ARCHS:
         sys.exit(f"model_type is {arch!r}, not one of {ARCHS}")
+    if arch == "phi3":
+        n_embd, n_head = int(cfg["hidden_size"]), int(cfg["num_attention_heads"])
+        hd = n_embd // n_head
+        if n_embd % n_head or cfg.get("head_dim", hd) != hd:
+            sys.exit(f"phi3 with head_dim {cfg.get('head_dim')} != hidden_size / heads is not supported")
+        if rope_scaling(cfg) is not None:  # rope_scaling() exits itself on anything but yarn
+            sys.exit("phi3 rope scaling (longrope / su / yarn) is not supported here: plain RoPE only")
+        if cfg.get("original_max_position_embeddings") is None:
+            sys.exit("phi3 config.json has no original_max_position_embeddings (Phi3MiniModel needs it)")
+        rope_dims = phi3_rope_dims(cfg)
+        # transformers' Phi3RotaryEmbedding rotates int(head_dim * partial_rotary_factor) dims
+        if rope_dims != int(hd * float(cfg.get("partial_rotary_factor", 1.0))) or rope_dims % 2:
+            sys.exit(f"phi3 rotary dims {rope_dims} differ from transformers' or are odd")
+        if cfg.get("tie_word_embeddings"):
+            sys.exit("phi3 with tie_word_embeddings is not covered here")
+        return arch
     if arch == "qwen3" and cfg.get("attention_bias"):
         sys.exit("attention_bias is true; llama.cpp's qwen3 has no q/k/v/o biases")
     if cfg.get("use_sliding_window"):
@@ -260,31 +320,46 @@ def convert(hf_dir: Path, out: Path):
 
     w = gguf.GGUFWriter(str(out), arch)
     w.add_name(hf_dir.name)
-    w.add_context_length(int(cfg["max_position_embeddings"]))
-    w.add_embedding_length(n_embd)
-    w.add_block_count(n_layer)
-    w.add_feed_forward_length(int(cfg["intermediate_size"]))
-    w.add_head_count(n_head)
-    w.add_head_count_kv(int(cfg.get("num_key_value_heads", n_head)))
-    if cfg.get("head_dim") is not None:
-        w.add_key_length(int(cfg["head_dim"]))
-        w.add_value_length(int(cfg["head_dim"]))
-    w.add_rope_freq_base(rope_theta(cfg))
-    w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
-    w.add_file_type(gguf.LlamaFileType.ALL_F32)
-    yarn = rope_scaling(cfg)
-    if yarn is not None:  # as Qwen2Model.set_gguf_parameters, after TextModel's keys
-        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
-        w.add_rope_scaling_factor(yarn["factor"])
-        w.add_rope_scaling_orig_ctx_len(yarn["original_max_position_embeddings"])
-        if "beta_fast" in yarn:
-            w.add_rope_scaling_yarn_beta_fast(yarn["beta_fast"])
-        if "beta_slow" in yarn:
-            w.add_rope_scaling_yarn_beta_slow(yarn["beta_slow"])
+    if arch == "phi3":  # Phi3MiniModel.set_gguf_parameters replaces TextModel's, in this order
+        w.add_context_length(int(cfg["max_position_embeddings"]))
+        w.add_rope_scaling_orig_ctx_len(int(cfg["original_max_position_embeddings"]))
+        w.add_embedding_length(n_embd)
+        w.add_feed_forward_length(int(cfg["intermediate_size"]))
+        w.add_block_count(n_layer)
+        w.add_head_count(n_head)
+        w.add_head_count_kv(int(cfg.get("num_key_value_heads") or n_head))
+        w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+        w.add_rope_dimension_count(phi3_rope_dims(cfg))
+        w.add_rope_freq_base(rope_theta(cfg))
+        w.add_file_type(gguf.LlamaFileType.ALL_F32)
+        # llama.cpp: "use zero value of sliding_window to distinguish Phi-4 from other PHI3 models"
+        w.add_sliding_window(int(cfg.get("sliding_window") or 0))
+    else:  # TextModel.set_gguf_parameters, then Qwen2Model's YaRN keys
+        w.add_context_length(int(cfg["max_position_embeddings"]))
+        w.add_embedding_length(n_embd)
+        w.add_block_count(n_layer)
+        w.add_feed_forward_length(int(cfg["intermediate_size"]))
+        w.add_head_count(n_head)
+        w.add_head_count_kv(int(cfg.get("num_key_value_heads", n_head)))
+        if cfg.get("head_dim") is not None:
+            w.add_key_length(int(cfg["head_dim"]))
+            w.add_value_length(int(cfg["head_dim"]))
+        w.add_rope_freq_base(rope_theta(cfg))
+        w.add_layer_norm_rms_eps(float(cfg["rms_norm_eps"]))
+        w.add_file_type(gguf.LlamaFileType.ALL_F32)
+        yarn = rope_scaling(cfg)
+        if yarn is not None:  # as Qwen2Model.set_gguf_parameters, after TextModel's keys
+            w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+            w.add_rope_scaling_factor(yarn["factor"])
+            w.add_rope_scaling_orig_ctx_len(yarn["original_max_position_embeddings"])
+            if "beta_fast" in yarn:
+                w.add_rope_scaling_yarn_beta_fast(yarn["beta_fast"])
+            if "beta_slow" in yarn:
+                w.add_rope_scaling_yarn_beta_slow(yarn["beta_slow"])
 
     tj, tokens, types, merges = vocab_from_tokenizer(hf_dir, n_vocab)
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("qwen2")
+    w.add_tokenizer_pre(TOKENIZER_PRE[arch])
     w.add_token_list(tokens)
     w.add_token_types(types)
     w.add_token_merges(merges)
@@ -366,14 +441,20 @@ def check_readback(out: Path, arch: str, cfg: dict, weights: dict, names: dict):
         f"{arch}.rope.freq_base": rope_theta(cfg),
         f"{arch}.attention.layer_norm_rms_epsilon": cfg["rms_norm_eps"],
         "tokenizer.ggml.model": "gpt2",
-        "tokenizer.ggml.pre": "qwen2",
+        "tokenizer.ggml.pre": TOKENIZER_PRE[arch],
     }
-    if cfg.get("head_dim") is not None:
+    if cfg.get("head_dim") is not None and arch != "phi3":
         expect[f"{arch}.attention.key_length"] = cfg["head_dim"]
         expect[f"{arch}.attention.value_length"] = cfg["head_dim"]
     scaling_keys = [k for k in r.fields if k.startswith(f"{arch}.rope.scaling.")]
     yarn = rope_scaling(cfg)
-    if yarn is None:
+    if arch == "phi3":
+        expect[f"{arch}.rope.scaling.original_context_length"] = cfg["original_max_position_embeddings"]
+        expect[f"{arch}.rope.dimension_count"] = phi3_rope_dims(cfg)
+        expect[f"{arch}.attention.sliding_window"] = cfg.get("sliding_window") or 0
+        assert scaling_keys == [f"{arch}.rope.scaling.original_context_length"], scaling_keys
+        assert f"{arch}.attention.key_length" not in r.fields
+    elif yarn is None:
         assert not scaling_keys, scaling_keys
     else:
         expect[f"{arch}.rope.scaling.type"] = "yarn"
@@ -444,29 +525,45 @@ def forward(r, ids):
     n_embd = int(field(r, f"{arch}.embedding_length"))
     hd = (int(field(r, f"{arch}.attention.key_length"))
           if f"{arch}.attention.key_length" in r.fields else n_embd // n_head)
+    # rotated dims per head (phi3: rope.dimension_count, the first n_rot of each head; the rest
+    # pass through, as transformers' Phi3 apply_rotary_pos_emb)
+    n_rot = (int(field(r, f"{arch}.rope.dimension_count"))
+             if f"{arch}.rope.dimension_count" in r.fields else hd)
     n = len(ids)
 
-    inv_freq, attn_factor = rope_inv_freq(r, arch, theta, hd)             # [hd/2]
-    ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]       # [n, hd/2]
+    inv_freq, attn_factor = rope_inv_freq(r, arch, theta, n_rot)          # [n_rot/2]
+    ang = np.arange(n, dtype=np.float64)[:, None] * inv_freq[None, :]       # [n, n_rot/2]
     cos, sin = np.cos(ang)[:, None, :] * attn_factor, np.sin(ang)[:, None, :] * attn_factor
 
-    def rope(x):  # x [n, heads, hd]; NeoX / rotate_half: pairs (i, i + hd/2)
-        a, b = x[..., :hd // 2], x[..., hd // 2:]
-        return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
+    def rope(x):  # x [n, heads, hd]; NeoX / rotate_half: pairs (i, i + n_rot/2) for i < n_rot/2
+        a, b, rest = x[..., :n_rot // 2], x[..., n_rot // 2:n_rot], x[..., n_rot:]
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin, rest], axis=-1)
 
     causal = np.triu(np.full((n, n), -np.inf), k=1)
+    window = (int(field(r, f"{arch}.attention.sliding_window"))
+              if f"{arch}.attention.sliding_window" in r.fields else 0)
+    if window > 0:  # phi3: query i sees keys j with i - window < j <= i (llama.cpp / transformers)
+        causal = causal + np.tril(np.full((n, n), -np.inf), k=-window)
     x = t["token_embd.weight"][ids]
     for i in range(n_layer):
         p = f"blk.{i}."
         h = rms_norm(x, t[p + "attn_norm.weight"], eps)
-        q = (h @ t[p + "attn_q.weight"].T).reshape(n, n_head, hd)
-        k = (h @ t[p + "attn_k.weight"].T).reshape(n, n_kv, hd)
-        v = (h @ t[p + "attn_v.weight"].T).reshape(n, n_kv, hd)
-        if arch == "qwen2":  # q/k/v biases
+        if arch == "phi3":  # fused qkv, split as Phi3Attention: q, then k, then v rows
+            qkv = h @ t[p + "attn_qkv.weight"].T
+            nq, nk = n_head * hd, n_kv * hd
+            assert qkv.shape[-1] == nq + 2 * nk, qkv.shape
+            q = qkv[:, :nq].reshape(n, n_head, hd)
+            k = qkv[:, nq:nq + nk].reshape(n, n_kv, hd)
+            v = qkv[:, nq + nk:].reshape(n, n_kv, hd)
+        else:
+            q = (h @ t[p + "attn_q.weight"].T).reshape(n, n_head, hd)
+            k = (h @ t[p + "attn_k.weight"].T).reshape(n, n_kv, hd)
+            v = (h @ t[p + "attn_v.weight"].T).reshape(n, n_kv, hd)
+        if arch == "qwen2":  # q/k/v biases (phi3 has none, and no q/k norm)
             q = q + t[p + "attn_q.bias"].reshape(n_head, hd)
             k = k + t[p + "attn_k.bias"].reshape(n_kv, hd)
             v = v + t[p + "attn_v.bias"].reshape(n_kv, hd)
-        else:  # qwen3: RMSNorm over each head's head_dim slice, after the projection, before RoPE
+        elif arch == "qwen3":  # RMSNorm over each head's head_dim slice, after the projection, before RoPE
             q = rms_norm(q, t[p + "attn_q_norm.weight"], eps)
             k = rms_norm(k, t[p + "attn_k_norm.weight"], eps)
         q, k = rope(q), rope(k)
@@ -478,23 +575,31 @@ def forward(r, ids):
             att[:, hh, :] = (s / s.sum(axis=-1, keepdims=True)) @ v[:, kv, :]
         x = x + att.reshape(n, n_head * hd) @ t[p + "attn_output.weight"].T
         h = rms_norm(x, t[p + "ffn_norm.weight"], eps)
-        g = h @ t[p + "ffn_gate.weight"].T
-        x = x + ((g / (1 + np.exp(-g))) * (h @ t[p + "ffn_up.weight"].T)) @ t[p + "ffn_down.weight"].T
+        if arch == "phi3":  # fused gate_up: gate, up = chunk(2) -- gate the first half of the rows
+            gu = h @ t[p + "ffn_up.weight"].T
+            n_ff = int(field(r, f"{arch}.feed_forward_length"))
+            assert gu.shape[-1] == 2 * n_ff, gu.shape
+            g, u = gu[:, :n_ff], gu[:, n_ff:]
+        else:
+            g, u = h @ t[p + "ffn_gate.weight"].T, h @ t[p + "ffn_up.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * u) @ t[p + "ffn_down.weight"].T
     x = rms_norm(x, t["output_norm.weight"], eps)
     return x @ t.get("output.weight", t["token_embd.weight"]).T
 
 
-def check_tokenizer(r, expected):
-    """The GGUF vocabulary + merges with llama.cpp's qwen2 pre-tokenizer encode every prompt of
-    EXPECTED_JSON to its input_ids (BOS prepended when add_bos_token is set)."""
+def check_tokenizer(r, expected, pre=None):
+    """The GGUF vocabulary + merges with llama.cpp's split regex for tokenizer.ggml.pre (or for
+    `pre` when given) encode every prompt of EXPECTED_JSON to its input_ids (BOS prepended when
+    add_bos_token is set)."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    pre = pre or field(r, "tokenizer.ggml.pre")
     tokens = field(r, "tokenizer.ggml.tokens")
     types = field(r, "tokenizer.ggml.token_type")
     merges = [tuple(m.split(" ")) for m in field(r, "tokenizer.ggml.merges")]
     vocab = {tok: i for i, tok in enumerate(tokens)}
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None))
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.Split(Regex(PRE_SPLIT[pre]), behavior="isolated", invert=False),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     tok.decoder = decoders.ByteLevel()
     tok.add_special_tokens([tokens[i] for i, ty in enumerate(types) if ty == TOKEN_CONTROL])
@@ -502,7 +607,7 @@ def check_tokenizer(r, expected):
     for prompt, ids in zip(expected["prompts"], expected["input_ids"]):
         got = bos + tok.encode(prompt, add_special_tokens=False).ids
         assert got == ids, (prompt, got, ids)
-    print(f"tokenizer: the GGUF vocabulary with pre 'qwen2' gives expected.json's input_ids for all "
+    print(f"tokenizer: the GGUF vocabulary with pre {pre!r} gives expected.json's input_ids for all "
           f"{len(expected['prompts'])} prompts (add_bos_token={bool(bos)})")
 
 
