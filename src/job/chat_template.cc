@@ -61,6 +61,10 @@ constexpr std::string_view kMistralStart = "{{ bos_token }}";
 constexpr std::string_view kMistralUser = "{{ '[INST] ' + message['content'] + ' [/INST]' }}";
 constexpr std::string_view kMistralV01Assistant = "{{ message['content'] + eos_token + ' ' }}";
 constexpr std::string_view kMixtralAssistant = "{{ message['content'] + eos_token}}";
+constexpr std::string_view kPhi4User = "'<|im_start|>user<|im_sep|>' + message['content'] + ";
+constexpr std::string_view kPhi4UserEnd = "'<|im_end|>'}}";
+constexpr std::string_view kPhi4UserThenPrompt = "'<|im_end|><|im_start|>assistant<|im_sep|>'}}";
+constexpr std::string_view kPhi4Prompt = "{{ '<|im_start|>assistant<|im_sep|>' }}";
 
 }  // namespace
 
@@ -71,8 +75,14 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, st
   const bool tokens = !bos.empty() && !eos.empty();
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|eot_id|>")) {
     t.family_ = Family::kLlama3;
+  } else if (Contains(jinja, std::string(kPhi4User) + std::string(kPhi4UserEnd)) &&
+             Contains(jinja, kPhi4Prompt)) {
+    t.family_ = Family::kPhi4;
+  } else if (Contains(jinja, std::string(kPhi4User) + std::string(kPhi4UserThenPrompt))) {
+    t.family_ = Family::kPhi4;
+    t.prompt_after_user_ = true;
   } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>") &&
-             !Contains(jinja, "<|im_sep|>")) {  // Phi-4's look-alike separates differently
+             !Contains(jinja, "<|im_sep|>")) {  // another <|im_sep|> template is not ChatML
     t.family_ = Family::kChatMl;
     t.default_system_ = LiteralChatMlSystem(jinja);
   } else if (tokens && Contains(jinja, "<<SYS>>") && Contains(jinja, kLlama2User) &&
@@ -100,6 +110,8 @@ const char* ChatTemplate::name() const {
       return "Llama 2";
     case Family::kMistral:
       return "Mistral";
+    case Family::kPhi4:
+      return "Phi-4";
   }
   return "unrecognised";
 }
@@ -114,8 +126,8 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
     case Family::kUnknown:
       return Status::Unsupported(
           "the model's chat template is not one strata can render (it knows ChatML, Llama 3, "
-          "Llama 2 and Mistral v0.1); send /v1/completions requests with the prompt already "
-          "formatted");
+          "Llama 2, Mistral v0.1 and Phi-4); send /v1/completions requests with the prompt "
+          "already formatted");
     case Family::kChatMl:
       if (!default_system_.empty() && messages.front().role != "system") {
         out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
@@ -136,6 +148,21 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
     case Family::kLlama2:
     case Family::kMistral:
       return RenderInst(messages);
+    case Family::kPhi4:
+      for (const ChatMessage& m : messages) {
+        if (m.role != "system" && m.role != "user" && m.role != "assistant") {
+          return Status::Unsupported("the model's chat template (Phi-4) has no '" + m.role +
+                                     "' messages; it takes system, user and assistant ones");
+        }
+        if (prompt_after_user_ && m.role == "assistant") {
+          out += m.content + "<|im_end|>";
+        } else {
+          out += "<|im_start|>" + m.role + "<|im_sep|>" + m.content + "<|im_end|>";
+          if (prompt_after_user_ && m.role == "user") out += "<|im_start|>assistant<|im_sep|>";
+        }
+      }
+      if (!prompt_after_user_) out += "<|im_start|>assistant<|im_sep|>";
+      return out;
   }
   return Status::Unsupported("unknown chat template family");
 }

@@ -3,7 +3,7 @@
 // assistant's generation prompt appended. strata has no Jinja engine: it recognises template
 // families from the template text and renders them in C++.
 //
-//   ChatML   (<|im_start|> ... <|im_end|>, without Phi-4's <|im_sep|>; SmolLM2, Qwen):
+//   ChatML   (<|im_start|> ... <|im_end|>, without <|im_sep|>; SmolLM2, Qwen):
 //            "<|im_start|>{role}\n{content}<|im_end|>\n" per message, then
 //            "<|im_start|>assistant\n". When the template writes a default system prompt as a
 //            literal (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging
@@ -18,6 +18,11 @@
 //   Mistral  (Mistral-7B-Instruct-v0.1, Mixtral-8x7B-Instruct-v0.1): "{bos}", then
 //            "[INST] {content} [/INST]" per user message and "{content}{eos}" per assistant one
 //            (v0.1 adds a space after the eos); no system message.
+//   Phi-4    (microsoft/phi-4): "<|im_start|>{role}<|im_sep|>{content}<|im_end|>" per system,
+//            user or assistant message, then "<|im_start|>assistant<|im_sep|>". Its later
+//            template writes that opening after every user message instead, the same prompt
+//            unless the chat ends with an assistant message. Other roles are refused, where the
+//            template would drop them.
 //            Both [INST] families take user and assistant messages alternating from a user one,
 //            as their templates demand, and add nothing after the last message. They are
 //            recognised by the exact expressions of those templates only: later Mistral
@@ -41,7 +46,7 @@ namespace strata {
 
 class ChatTemplate {
  public:
-  enum class Family { kNone, kUnknown, kChatMl, kLlama3, kLlama2, kMistral };
+  enum class Family { kNone, kUnknown, kChatMl, kLlama3, kLlama2, kMistral, kPhi4 };
 
   // A template that renders nothing: every chat request gets unsupported_chat_template.
   ChatTemplate() = default;
@@ -56,7 +61,7 @@ class ChatTemplate {
   const std::string& default_system() const { return default_system_; }
   // True when the template starts the prompt with bos_token.
   bool adds_bos() const { return adds_bos_; }
-  // "ChatML", "Llama 3", "Llama 2", "Mistral", "none" or "unrecognised", for logs.
+  // "ChatML", "Llama 3", "Llama 2", "Mistral", "Phi-4", "none" or "unrecognised", for logs.
   const char* name() const;
 
   // The prompt for `messages`, generation prompt included. REQUIRES: `messages` non-empty.
@@ -70,7 +75,8 @@ class ChatTemplate {
   std::string default_system_;
   bool adds_bos_ = false;
   std::string bos_, eos_;
-  std::string after_eos_;  // Mistral v0.1: " "
+  std::string after_eos_;           // Mistral v0.1: " "
+  bool prompt_after_user_ = false;  // Phi-4's later template
 };
 
 }  // namespace strata

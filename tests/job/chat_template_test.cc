@@ -100,13 +100,11 @@ TEST(ChatTemplateTest, UnknownAndMissingTemplatesAreUnsupported) {
   ASSERT_FALSE(p.ok());
   EXPECT_NE(p.status().message().find("ChatML, Llama 3"), std::string::npos);
 
-  // Phi-4's: ChatML's tokens, but "<|im_sep|>" after the role and no newlines.
-  const ChatTemplate phi4 = ChatTemplate::FromJinja(
-      "{% for message in messages %}{% if (message['role'] == 'system') %}"
-      "{{'<|im_start|>system<|im_sep|>' + message['content'] + '<|im_end|>'}}{% endif %}"
-      "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant<|im_sep|>' }}"
-      "{% endif %}");
-  EXPECT_EQ(phi4.family(), ChatTemplate::Family::kUnknown);
+  // ChatML's tokens with another separator are not ChatML.
+  const ChatTemplate sep = ChatTemplate::FromJinja(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '<|im_sep|>' + "
+      "message['content'] + '<|im_end|>'}}{% endfor %}");
+  EXPECT_EQ(sep.family(), ChatTemplate::Family::kUnknown);
 }
 
 // The [INST] templates as the models' tokenizer_config.json files carry them (the same text is in
@@ -185,6 +183,48 @@ TEST(ChatTemplateTest, MistralV01AndMixtralDifferOnlyAfterEos) {
     EXPECT_FALSE(t->Render(Chat({{"system", " Be brief. "}, {"user", "Hi"}})).ok());
     EXPECT_FALSE(t->Render(Chat({{"user", "a"}, {"user", "b"}})).ok());
   }
+}
+
+// microsoft/phi-4's template, and the later one (as in llama.cpp's tests/test-chat-template.cpp)
+// that opens the assistant's turn after every user message. Expected prompts rendered by jinja2
+// as above.
+const std::string kPhi4 =
+    "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system"
+    "<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}"
+    "{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif "
+    "(message['role'] == 'assistant') %}{{'<|im_start|>assistant<|im_sep|>' + message['content'] "
+    "+ '<|im_end|>'}}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|im_start|>assistant<|im_sep|>' }}{% endif %}";
+const std::string kPhi4Later =
+    "{% for message in messages %}{% if (message['role'] == 'system') %}{{'<|im_start|>system"
+    "<|im_sep|>' + message['content'] + '<|im_end|>'}}{% elif (message['role'] == 'user') %}"
+    "{{'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|><|im_start|>assistant"
+    "<|im_sep|>'}}{% elif (message['role'] == 'assistant') %}{{message['content'] + "
+    "'<|im_end|>'}}{% endif %}{% endfor %}";
+
+TEST(ChatTemplateTest, Phi4BothTemplatesAsTheyRender) {
+  const std::string standard =
+      "<|im_start|>system<|im_sep|>You are a helpful assistant<|im_end|><|im_start|>user"
+      "<|im_sep|>Hello<|im_end|><|im_start|>assistant<|im_sep|>Hi there<|im_end|><|im_start|>user"
+      "<|im_sep|>Who are you<|im_end|><|im_start|>assistant<|im_sep|>   I am an assistant   "
+      "<|im_end|><|im_start|>user<|im_sep|>Another question<|im_end|><|im_start|>assistant"
+      "<|im_sep|>";
+  const ChatTemplate first = ChatTemplate::FromJinja(kPhi4);
+  const ChatTemplate later = ChatTemplate::FromJinja(kPhi4Later);
+  for (const ChatTemplate* t : {&first, &later}) {
+    EXPECT_EQ(t->family(), ChatTemplate::Family::kPhi4);
+    EXPECT_FALSE(t->adds_bos());
+    EXPECT_EQ(*t->Render(kStandardChat), standard);
+    const Result<std::string> tool = t->Render(Chat({{"user", "a"}, {"tool", "b"}}));
+    ASSERT_FALSE(tool.ok());
+    EXPECT_NE(tool.status().message().find("'tool'"), std::string::npos);
+  }
+  const std::vector<ChatMessage> ends = Chat({{"user", "a"}, {"assistant", "b\n"}});
+  EXPECT_EQ(*first.Render(ends),
+            "<|im_start|>user<|im_sep|>a<|im_end|><|im_start|>assistant<|im_sep|>b\n<|im_end|>"
+            "<|im_start|>assistant<|im_sep|>");
+  EXPECT_EQ(*later.Render(ends),
+            "<|im_start|>user<|im_sep|>a<|im_end|><|im_start|>assistant<|im_sep|>b\n<|im_end|>");
 }
 
 // Without BOS and EOS texts, or with another Mistral template's expressions, nothing renders.
