@@ -18,15 +18,15 @@
 //   Mistral  (Mistral-7B-Instruct-v0.1, Mixtral-8x7B-Instruct-v0.1): "{bos}", then
 //            "[INST] {content} [/INST]" per user message and "{content}{eos}" per assistant one
 //            (v0.1 adds a space after the eos); no system message.
+//            Both [INST] families take user and assistant messages alternating from a user one,
+//            as their templates demand, and add nothing after the last message. They are
+//            recognised by the exact expressions of those templates only: later Mistral
+//            templates place system prompts and spaces differently and stay unrecognised.
 //   Phi-4    (microsoft/phi-4): "<|im_start|>{role}<|im_sep|>{content}<|im_end|>" per system,
 //            user or assistant message, then "<|im_start|>assistant<|im_sep|>". Its later
 //            template writes that opening after every user message instead, the same prompt
 //            unless the chat ends with an assistant message. Other roles are refused, where the
 //            template would drop them.
-//            Both [INST] families take user and assistant messages alternating from a user one,
-//            as their templates demand, and add nothing after the last message. They are
-//            recognised by the exact expressions of those templates only: later Mistral
-//            templates place system prompts and spaces differently and stay unrecognised.
 //
 // The first BOS is never written as text: a template that writes bos_token sets adds_bos(), and
 // the caller encodes the prompt with the tokenizer's BOS id, as transformers does after
