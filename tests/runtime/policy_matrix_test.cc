@@ -381,7 +381,7 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
                          ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2",
-                                           "qwen3", "qwen2-yarn"));
+                                           "qwen3", "qwen2-yarn", "phi3"));
 
 std::string DefaultModelPath() {
   const char* cache = std::getenv("STRATA_CACHE");
