@@ -61,9 +61,11 @@ constexpr std::string_view kMistralStart = "{{ bos_token }}";
 constexpr std::string_view kMistralUser = "{{ '[INST] ' + message['content'] + ' [/INST]' }}";
 constexpr std::string_view kMistralV01Assistant = "{{ message['content'] + eos_token + ' ' }}";
 constexpr std::string_view kMixtralAssistant = "{{ message['content'] + eos_token}}";
-constexpr std::string_view kPhi4User = "'<|im_start|>user<|im_sep|>' + message['content'] + ";
-constexpr std::string_view kPhi4UserEnd = "'<|im_end|>'}}";
-constexpr std::string_view kPhi4UserThenPrompt = "'<|im_end|><|im_start|>assistant<|im_sep|>'}}";
+constexpr std::string_view kPhi4User =
+    "'<|im_start|>user<|im_sep|>' + message['content'] + '<|im_end|>'}}";
+constexpr std::string_view kPhi4UserThenPrompt =
+    "'<|im_start|>user<|im_sep|>' + message['content'] + "
+    "'<|im_end|><|im_start|>assistant<|im_sep|>'}}";
 constexpr std::string_view kPhi4Prompt = "{{ '<|im_start|>assistant<|im_sep|>' }}";
 
 }  // namespace
@@ -75,10 +77,9 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, st
   const bool tokens = !bos.empty() && !eos.empty();
   if (Contains(jinja, "<|start_header_id|>") && Contains(jinja, "<|eot_id|>")) {
     t.family_ = Family::kLlama3;
-  } else if (Contains(jinja, std::string(kPhi4User) + std::string(kPhi4UserEnd)) &&
-             Contains(jinja, kPhi4Prompt)) {
+  } else if (Contains(jinja, kPhi4User) && Contains(jinja, kPhi4Prompt)) {
     t.family_ = Family::kPhi4;
-  } else if (Contains(jinja, std::string(kPhi4User) + std::string(kPhi4UserThenPrompt))) {
+  } else if (Contains(jinja, kPhi4UserThenPrompt)) {
     t.family_ = Family::kPhi4;
     t.prompt_after_user_ = true;
   } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>") &&
