@@ -19,6 +19,7 @@ struct Sizes {
   double heads, head_dim;
   double layer_params, layer_stored, layer_read;     // transformer layer
   double attention_stored;                           // its attention part (up to the MLP's norm)
+  double attention_share;                            // the attention part's share of its GEMMs
   double output_params, output_stored, output_read;  // output projection (+ final norm)
   double input_stored;                               // input embedding (+ positions)
   double kv_token, kv_token_fp16, act_token, head_vector;
@@ -44,10 +45,13 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   s.layer_params = MatrixElements(layers[1]);
   s.layer_stored = StoredLayerBytes(layers[1], p.compress_weight, dtype);
   s.attention_stored = 0;
+  double attention_params = 0;
   for (const WeightTensor& t : layers[1].tensors) {
     if (t.name == "mlp_norm.weight") break;  // the executor's MLP part starts at its norm
     s.attention_stored += t.rows * StoredRowBytes(t, p.compress_weight, dtype);
+    if (t.matrix) attention_params += double(t.rows) * t.cols;
   }
+  s.attention_share = attention_params / s.layer_params;
   s.layer_read = s.layer_params * dtype;
   s.output_params = double(m.vocab_size) * m.hidden_size;
   s.output_stored = StoredLayerBytes(layers[2], p.compress_weight, dtype);
@@ -99,6 +103,39 @@ WriteWaitForm WriteWait(const Sizes& s, const HardwareSpec& hw,
   return {std::move(parts), s.nb, hw.disk_write_wait_bytes / (hw.disk_read_gbps * kGiga)};
 }
 
+// One part of a transformer layer as the executor runs it (attention, or MLP): the load lane's
+// time for its weights and for the inputs of all its micro-batches, on each link the load lane
+// drives, and the compute lane's: its 4-bit weights' expansion (in the first micro-batch's step)
+// and the work of all its micro-batches.
+struct PartForms {
+  LinearForm weights_disk, weights_h2d;
+  LinearForm inputs_disk, inputs_h2d;
+  LinearForm expansion, batches;
+
+  LinearForm compute() const { return expansion + batches; }
+};
+
+// The chains of waits through the two weight slots (see cost_model.h), on the disk reads and on
+// the h2d copies: each bounds the overlapped layer step from below.
+std::vector<LinearForm> SlotChains(const PartForms& attention, const PartForms& mlp, double nb) {
+  std::vector<LinearForm> chains;
+  for (bool disk : {true, false}) {
+    const auto weights = [&](const PartForms& part) {
+      return disk ? part.weights_disk : part.weights_h2d;
+    };
+    const auto first_inputs = [&](const PartForms& part) {
+      return (disk ? part.inputs_disk : part.inputs_h2d) * (1 / nb);
+    };
+    const double later = (nb - 1) / nb;  // micro-batches after the first
+    chains.push_back(weights(attention) + weights(mlp) + first_inputs(attention) +
+                     first_inputs(mlp) + (attention.batches + mlp.batches) * later);
+    chains.push_back(weights(attention) + first_inputs(attention) + mlp.batches * later +
+                     attention.compute());
+    chains.push_back(weights(mlp) + first_inputs(mlp) + attention.batches * later + mlp.compute());
+  }
+  return chains;
+}
+
 LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& hw, bool prefill) {
   const double tokens = prefill ? s.prompt : 1;  // new tokens per sequence in this step
   const double h2d = 1 / (hw.h2d_gbps * kGiga), d2h = 1 / (hw.d2h_gbps * kGiga);
@@ -138,33 +175,54 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   f.gpu_gemm_s.constant =
       GemmSeconds(s, 2 * s.block * tokens * s.layer_params / tflops, s.layer_read, hw);
   const double dequant = 1 / (hw.gpu_dequant_gbps * kGiga);
-  if (p.compress_weight) f.gpu_dequant_s.constant += s.layer_fp16 * dequant;
-  if (p.compress_cache) f.gpu_dequant_s.constant += s.block * tokens * s.kv_token_fp16 * dequant;
+  const double weight_dequant_s = p.compress_weight ? s.layer_fp16 * dequant : 0;
+  const double cache_quant_s = p.compress_cache ? s.block * tokens * s.kv_token_fp16 * dequant : 0;
+  f.gpu_dequant_s.constant = weight_dequant_s + cache_quant_s;
+
+  // The parts' weights; each part loads its micro-batches' hidden states.
+  PartForms a, m;
+  a.weights_disk.Add(kWeightDisk, s.attention_stored * rd);
+  OffGpu(a.weights_h2d, kWeightCpu, kWeightDisk, s.attention_stored * h2d);
+  m.weights_disk.Add(kWeightDisk, (s.layer_stored - s.attention_stored) * rd);
+  OffGpu(m.weights_h2d, kWeightCpu, kWeightDisk, (s.layer_stored - s.attention_stored) * h2d);
+  for (PartForms* part : {&a, &m}) {
+    part->inputs_disk.Add(kActivationDisk, acts * rd);
+    OffGpu(part->inputs_h2d, kActivationCpu, kActivationDisk, acts * h2d);
+  }
+  a.expansion.constant = weight_dequant_s * s.attention_share;
+  m.expansion.constant = weight_dequant_s * (1 - s.attention_share);
+  a.batches.constant = f.gpu_gemm_s.constant * s.attention_share + cache_quant_s;
+  m.batches.constant = f.gpu_gemm_s.constant * (1 - s.attention_share);
 
   if (prefill) {
     f.gpu_attention_s.constant = 4 * s.block * s.prompt * s.prompt * s.heads * s.head_dim /
                                  (hw.gpu_attention_prefill_tflops * kTera);
-    return f;
-  }
-  const double cache = s.block * s.decode_context * s.kv_token;  // bytes attended per step
-  const double gpu_rate =
-      (p.compress_cache ? hw.gpu_attention_q4_gbps : hw.gpu_attention_gbps) * kGiga;
-  f.disk_read_s.Add(kCacheDisk, cache * rd);
-  f.disk_write_wait_s.parts[0].disk_read_s.Add(kCacheDisk, cache * rd);
-  if (p.cpu_attention) {
-    const double cpu_rate =
-        std::min(p.compress_cache ? hw.cpu_attention_q4_gbps : hw.cpu_attention_gbps,
-                 hw.cpu_memory_gbps) *
-        kGiga;
-    f.gpu_attention_s.Add(kCacheGpu, cache / gpu_rate);
-    OffGpu(f.cpu_attention_s, kCacheCpu, kCacheDisk, cache / cpu_rate);
-    // Queries go to the CPU and attention outputs come back for the CPU-attended rows.
-    OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * d2h);
-    OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
   } else {
-    f.gpu_attention_s.constant = cache / gpu_rate;
-    OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, cache * h2d);
+    const double cache = s.block * s.decode_context * s.kv_token;  // bytes attended per step
+    const double gpu_rate =
+        (p.compress_cache ? hw.gpu_attention_q4_gbps : hw.gpu_attention_gbps) * kGiga;
+    f.disk_read_s.Add(kCacheDisk, cache * rd);
+    a.inputs_disk.Add(kCacheDisk, cache * rd);
+    f.disk_write_wait_s.parts[0].disk_read_s.Add(kCacheDisk, cache * rd);
+    if (p.cpu_attention) {
+      const double cpu_rate =
+          std::min(p.compress_cache ? hw.cpu_attention_q4_gbps : hw.cpu_attention_gbps,
+                   hw.cpu_memory_gbps) *
+          kGiga;
+      f.gpu_attention_s.Add(kCacheGpu, cache / gpu_rate);
+      OffGpu(f.cpu_attention_s, kCacheCpu, kCacheDisk, cache / cpu_rate);
+      // Queries go to the CPU and attention outputs come back for the CPU-attended rows.
+      OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * d2h);
+      OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
+      OffGpu(a.inputs_h2d, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
+    } else {
+      f.gpu_attention_s.constant = cache / gpu_rate;
+      OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, cache * h2d);
+      OffGpu(a.inputs_h2d, kCacheCpu, kCacheDisk, cache * h2d);
+    }
   }
+  a.batches += f.gpu_attention_s + f.cpu_attention_s;
+  if (p.overlap) f.slot_chains = SlotChains(a, m, s.nb);
   return f;
 }
 
@@ -193,14 +251,15 @@ LayerForms InputForms(const Sizes& s, const HardwareSpec& hw) {
 
 double LayerTimes::step_s(bool overlap) const {
   if (!overlap) return disk_lane_s() + h2d_lane_s() + d2h_s + compute_lane_s();
-  return std::max({disk_lane_s(), h2d_lane_s(), d2h_s, compute_lane_s()});
+  return std::max({disk_lane_s(), h2d_lane_s(), d2h_s, compute_lane_s(), slot_chain_s});
 }
 
 std::string LayerTimes::Bottleneck() const {
   std::pair<double, std::string> lanes[] = {{compute_lane_s(), "compute"},
                                             {h2d_lane_s(), "h2d"},
                                             {d2h_s, "d2h"},
-                                            {disk_lane_s(), "disk"}};
+                                            {disk_lane_s(), "disk"},
+                                            {slot_chain_s, "weight slots"}};
   const auto& top =
       *std::max_element(std::begin(lanes), std::end(lanes),
                         [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -233,6 +292,10 @@ double WriteWaitForm::Eval(const Fractions& x) const {
 }
 
 LayerTimes LayerForms::Eval(const Fractions& x) const {
+  double chain_s = 0;
+  if (x[kWeightGpu] < 1) {  // otherwise no weights load, and there are no slots
+    for (const LinearForm& chain : slot_chains) chain_s = std::max(chain_s, chain.Eval(x));
+  }
   return {disk_read_s.Eval(x),
           h2d_s.Eval(x),
           d2h_s.Eval(x),
@@ -242,7 +305,8 @@ LayerTimes LayerForms::Eval(const Fractions& x) const {
           cpu_attention_s.Eval(x),
           gpu_dequant_s.Eval(x),
           disk_write_wait_s.Eval(x),
-          d2d_s.Eval(x)};
+          d2d_s.Eval(x),
+          chain_s};
 }
 
 CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const Plan& plan,

@@ -8,7 +8,8 @@
 //   d2h      GPU -> CPU copies (new KV for the off-GPU cache, activations, queries for the CPU)
 //   compute  GPU GEMMs, GPU attention, CPU attention and 4-bit expansion, one after another
 //            (the compute lane waits for the CPU's attention of its micro-batch)
-// With overlap a step takes its slowest lane; without, the sum of the lanes. GEMMs run micro-batch
+// With overlap a step takes its slowest lane, or longer where the two weight slots chain its lanes
+// (below); without overlap, the sum of the lanes. GEMMs run micro-batch
 // after micro-batch, each bounded below by the weight bytes it reads from device memory at
 // gpu_memory_gbps (a roofline); a layer that fits in gpu_cache_bytes is read from memory once
 // per layer step. Disk traffic is staged through pinned memory, so a disk-resident byte costs a
@@ -28,6 +29,24 @@
 // A weight tensor split between the GPU and another tier is assembled in its layer's weight slot,
 // its GPU rows copied there too (GPU -> GPU, on the load lane's copy engine beside the h2d
 // copies): d2d_s, at d2d_gbps (the profile's, or half the device memory bandwidth).
+// The executor's two weight slots hold a layer's attention and MLP parts in turn, and the load
+// lane brings part j + 1's weights before the inputs of part j's second and later micro-batches
+// (src/schedule/block_schedule.h). So a part's weights cannot load before the part two back has
+// computed all its micro-batches, and a part's later micro-batches cannot compute before the next
+// part's weights have loaded. Over one layer step that gives chains of waits, each a lower bound
+// on the overlapped step, on the disk reads and on the h2d copies alike:
+//   a part's weights and first micro-batch's inputs, the other part's compute after its first
+//   micro-batch (whose inputs load after these weights) and all of the part's compute (one
+//   slot's cycle);
+//   both parts' weights and first inputs and their compute after the first micro-batch (the
+//   load lane waiting for the compute lane).
+// Where compute is short beside the loads (a GPU) they stay below the slowest lane; where the
+// two are alike (the CPU build's emulated device, CPU attention) they bind: slot_chain_s, "weight
+// slots". With every weight on the GPU there are no slots and no chains, so the chains are not
+// affine in the fractions: the LP leaves them out and evaluations count them. A
+// part's compute is its share of the GEMMs and 4-bit expansion by matrix elements, attention and
+// the new KV's quantization going to the attention part; the expansion is done by the first
+// micro-batch's step.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +74,7 @@ struct LayerTimes {
   double gpu_dequant_s = 0;  // expanding 4-bit weights, quantizing new KV
   double disk_write_wait_s = 0;  // the store lane's disk writes waiting behind reads (latency)
   double d2d_s = 0;              // GPU rows of split weight tensors copied into the weight slot
+  double slot_chain_s = 0;       // the longest chain through the weight slots (overlap only)
 
   double disk_lane_s() const { return disk_read_s + disk_write_s; }
   // The load lane's copy engine: h2d copies and the GPU -> GPU copies of split tensors.
@@ -62,9 +82,10 @@ struct LayerTimes {
   double compute_lane_s() const {
     return gpu_gemm_s + gpu_attention_s + cpu_attention_s + gpu_dequant_s;
   }
-  // The step: the slowest lane with overlap, the sum of the lanes without.
+  // The step: the slowest lane or weight-slot chain with overlap, the sum of the lanes without.
   double step_s(bool overlap) const;
-  // The slowest lane, e.g. "h2d" or "compute (CPU attention)" naming its largest unit.
+  // The slowest lane, e.g. "h2d" or "compute (CPU attention)" naming its largest unit, or
+  // "weight slots" where a chain through them is longer.
   std::string Bottleneck() const;
 };
 
@@ -104,6 +125,8 @@ struct LayerForms {
   LinearForm gpu_gemm_s, gpu_attention_s, cpu_attention_s, gpu_dequant_s;
   WriteWaitForm disk_write_wait_s;
   SplitCopyForm d2d_s;
+  std::vector<LinearForm> slot_chains;  // the weight slots' chains, where some weights load;
+                                        // empty but for the transformer layer with overlap
   LayerTimes Eval(const Fractions& x) const;
 };
 

@@ -40,13 +40,19 @@ struct Rows {
   }
 };
 
-// Step time >= each lane (overlap) or >= the sum of the lanes: lane(x) - T <= 0.
-void AddStep(Rows& rows, const LayerForms& f, int column, bool overlap) {
+// Step time >= each lane (overlap; and each weight-slot chain where weights load) or >= the sum
+// of the lanes: lane(x) - T <= 0.
+void AddStep(Rows& rows, const LayerForms& f, int column, bool overlap, bool weights_load) {
   const LinearForm disk = f.disk_read_s + f.disk_write_s;
   const LinearForm compute = f.gpu_gemm_s + f.gpu_attention_s + f.cpu_attention_s + f.gpu_dequant_s;
   if (overlap) {
     for (const LinearForm* lane : {&disk, &f.h2d_s, &f.d2h_s, &compute}) {
       rows.Add(*lane, -COIN_DBL_MAX, -lane->constant, column, -1.0);
+    }
+    if (weights_load) {
+      for (const LinearForm& chain : f.slot_chains) {
+        rows.Add(chain, -COIN_DBL_MAX, -chain.constant, column, -1.0);
+      }
     }
   } else {
     const LinearForm sum = disk + f.h2d_s + f.d2h_s + compute;
@@ -75,18 +81,18 @@ void AddCapacity(Rows& rows, const LinearForm& bytes, int64_t capacity) {
 
 Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& memory,
                                      const HardwareSpec& hardware, int num_layers, int gen_len,
-                                     bool overlap) {
+                                     bool overlap, bool weights_load) {
   Rows rows;
   for (Fraction first : {kWeightGpu, kCacheGpu, kActivationGpu}) {
     LinearForm family;
     family.Add(first, 1).Add(Fraction(first + 1), 1).Add(Fraction(first + 2), 1);
     rows.Add(family, 1.0, 1.0);
   }
-  AddStep(rows, cost.layer_prefill, kPrefillLayer, overlap);
-  AddStep(rows, cost.layer_decode, kDecodeLayer, overlap);
-  AddStep(rows, cost.output_prefill, kPrefillOutput, overlap);
-  AddStep(rows, cost.output_decode, kDecodeOutput, overlap);
-  AddStep(rows, cost.input, kInput, overlap);
+  AddStep(rows, cost.layer_prefill, kPrefillLayer, overlap, weights_load);
+  AddStep(rows, cost.layer_decode, kDecodeLayer, overlap, weights_load);
+  AddStep(rows, cost.output_prefill, kPrefillOutput, overlap, weights_load);
+  AddStep(rows, cost.output_decode, kDecodeOutput, overlap, weights_load);
+  AddStep(rows, cost.input, kInput, overlap, weights_load);
   AddCapacity(rows, memory.gpu_bytes, hardware.gpu_capacity_bytes);
   AddCapacity(rows, memory.cpu_bytes, hardware.cpu_capacity_bytes);
   AddCapacity(rows, memory.disk_bytes, hardware.disk_capacity_bytes);
@@ -94,6 +100,11 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   std::vector<double> col_lower(kNumColumns, 0.0), col_upper(kNumColumns, COIN_DBL_MAX);
   std::vector<double> objective(kNumColumns, 0.0);
   for (int i = 0; i < kNumFractions; ++i) col_upper[i] = 1.0;
+  if (weights_load) {
+    col_upper[kWeightGpu] = 0.99;  // the most below 100% that --percent places
+  } else {
+    col_lower[kWeightGpu] = 1.0;
+  }
   const double decode_steps = gen_len - 1;
   objective[kPrefillLayer] = num_layers;
   objective[kPrefillOutput] = 1;

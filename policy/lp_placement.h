@@ -20,10 +20,13 @@ struct LpPlacement {
 // Variables: the nine fractions and one step time per (layer kind, phase). Minimises
 // num_layers * prefill_layer + prefill_output + (gen_len - 1) * (num_layers * decode_layer +
 // decode_output), each step time bounded below by every lane (overlap) or by their sum.
+// The weight slots' chains (cost_model.h) exist only where weights load, so the caller picks
+// the side: `weights_load` true keeps at most 99% of the weights on the GPU and bounds each
+// overlapped step by the chains too; false keeps every weight on the GPU.
 // ResourceExhausted when no placement fits the capacities; Unknown solver trouble is reported
 // as ResourceExhausted too, with the solver's status. Thread-compatible.
 Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& memory,
                                      const HardwareSpec& hardware, int num_layers, int gen_len,
-                                     bool overlap);
+                                     bool overlap, bool weights_load);
 
 }  // namespace strata

@@ -125,24 +125,31 @@ std::optional<PlanEvaluation> ScanShapes(Plan shape, const ModelSpec& model,
       shape.gpu_batch_size = static_cast<int>(gbs);
       shape.num_gpu_batches = static_cast<int>(nb);
       const CostForms forms = BuildCostForms(model, workload, shape, hw);
-      Result<LpPlacement> lp = SolvePlacementLp(forms, LinearMemoryOf(model, workload, shape), hw,
-                                                model.num_layers, workload.gen_len, shape.overlap);
-      ++*lps_solved;
-      if (!lp.ok()) break;
-      const double lp_tokens_per_s = LpTokensPerSecond(*lp, shape, workload);
+      const LinearMemory memory = LinearMemoryOf(model, workload, shape);
+      // Weights all on the GPU, or loading through the weight slots: the model differs (the
+      // slots' chains), so each side has its own LP.
+      double lp_tokens_per_s = 0;
+      for (bool weights_load : {false, true}) {
+        Result<LpPlacement> lp = SolvePlacementLp(forms, memory, hw, model.num_layers,
+                                                  workload.gen_len, shape.overlap, weights_load);
+        ++*lps_solved;
+        if (!lp.ok()) continue;
+        lp_tokens_per_s = std::max(lp_tokens_per_s, LpTokensPerSecond(*lp, shape, workload));
+        std::optional<PlanEvaluation> eval =
+            Repair(RoundedPlan(shape, lp->fractions), model, workload, hw, forms);
+        if (!eval) continue;
+        // CPU attention over a cache that is all on the GPU is the plan without it.
+        if (eval->plan.cpu_attention && eval->plan.cache_gpu_percent == 100) continue;
+        if (!best || eval->cost.throughput_tokens_per_s > best->cost.throughput_tokens_per_s) {
+          best = std::move(eval);
+        }
+      }
+      if (lp_tokens_per_s == 0) break;  // neither side fits
       if (lp_tokens_per_s < best_nb_tokens_per_s * (1 - kDecline)) {
         if (++nb_declines >= kPatience) break;
       } else {
         best_nb_tokens_per_s = std::max(best_nb_tokens_per_s, lp_tokens_per_s);
         nb_declines = 0;
-      }
-      std::optional<PlanEvaluation> eval =
-          Repair(RoundedPlan(shape, lp->fractions), model, workload, hw, forms);
-      if (!eval) continue;
-      // CPU attention over a cache that is all on the GPU is the plan without it.
-      if (eval->plan.cpu_attention && eval->plan.cache_gpu_percent == 100) continue;
-      if (!best || eval->cost.throughput_tokens_per_s > best->cost.throughput_tokens_per_s) {
-        best = std::move(eval);
       }
     }
     if (best_nb_tokens_per_s == 0) break;  // nothing fits at this batch size or above

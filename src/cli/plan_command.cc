@@ -164,6 +164,7 @@ void PrintTimes(std::ostream& out, const PlanEvaluation& e) {
   row("GPU attention", p.gpu_attention_s, d.gpu_attention_s);
   row("CPU attention", p.cpu_attention_s, d.cpu_attention_s);
   row("4-bit expansion", p.gpu_dequant_s, d.gpu_dequant_s);
+  if (e.plan.overlap) row("weight slots", p.slot_chain_s, d.slot_chain_s);
   row("layer step", p.step_s(e.plan.overlap), d.step_s(e.plan.overlap));
   std::snprintf(line, sizeof(line), "  %-16s %24s %24s\n", "bottleneck", p.Bottleneck().c_str(),
                 d.Bottleneck().c_str());
@@ -218,6 +219,7 @@ nlohmann::ordered_json LayerJson(const LayerTimes& t, bool overlap) {
           {"gpu_attention_s", t.gpu_attention_s},
           {"cpu_attention_s", t.cpu_attention_s},
           {"gpu_dequant_s", t.gpu_dequant_s},
+          {"slot_chain_s", t.slot_chain_s},
           {"step_s", t.step_s(overlap)},
           {"bottleneck", t.Bottleneck()}};
 }

@@ -69,7 +69,15 @@ TEST(CostModelTest, CpuAttentionReplacesCacheTransfers) {
   EXPECT_NEAR(g.decode.layer.h2d_s - c.decode.layer.h2d_s, cache / 12.89e9, 0.01 * cache / 12.89e9);
   EXPECT_EQ(g.decode.layer.cpu_attention_s, 0);
   EXPECT_NEAR(c.decode.layer.cpu_attention_s, cache / 12.3e9, 1e-9);
-  EXPECT_EQ(c.decode.layer.Bottleneck(), "compute (CPU attention)");
+  // CPU attention is the compute lane's largest unit, and it lies on a weight-slot chain: the
+  // attention's later micro-batches wait for the MLP's weights, which wait for the last MLP.
+  const LayerTimes& t = c.decode.layer;
+  EXPECT_GT(t.cpu_attention_s, t.compute_lane_s() - t.cpu_attention_s);
+  EXPECT_EQ(t.Bottleneck(), "weight slots");
+  Plan serial = cpu_attention;
+  serial.overlap = false;
+  EXPECT_EQ(EstimateCost(m, {512, 32, 0}, serial, FlexGenT4()).decode.layer.Bottleneck(),
+            "compute (CPU attention)");
 }
 
 TEST(CostModelTest, CompressionShrinksTrafficAndCostsExpansion) {
@@ -164,8 +172,8 @@ TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
   EXPECT_EQ(e.decode.output.disk_write_wait_s, 0);  // the output layer stores nothing
   // Latency of the store lane, not disk time: the step is still its slowest link or unit.
   const LayerTimes& t = e.decode.layer;
-  EXPECT_DOUBLE_EQ(t.step_s(true),
-                   std::max({t.disk_lane_s(), t.h2d_lane_s(), t.d2h_s, t.compute_lane_s()}));
+  EXPECT_DOUBLE_EQ(t.step_s(true), std::max({t.disk_lane_s(), t.h2d_lane_s(), t.d2h_s,
+                                             t.compute_lane_s(), t.slot_chain_s}));
 
   hw.disk_write_wait_bytes = int64_t{1} << 40;  // more than any part reads: half its reads
   e = EstimateCost(m, w, all_disk, hw);
@@ -185,6 +193,48 @@ TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
 
   hw.disk_write_wait_bytes = 0;  // not measured, or a disk that does not queue writes
   EXPECT_EQ(EstimateCost(m, w, all_disk, hw).decode.layer.disk_write_wait_s, 0);
+}
+
+// The two weight slots chain loads and compute (cost_model.h). Written out for tinyllama-1.1b in
+// fp32 all on disk, 2 micro-batches of 2, with a slow decode GEMM so that the chains bind: the
+// attention part has 2 * 2048^2 + 2 * 2048 * 256 of the layer's 44.0 M matrix elements.
+TEST(CostModelTest, WeightSlotsChainLoadsAndCompute) {
+  ModelSpec m = Preset("tinyllama-1.1b");
+  m.weight_dtype_bytes = 4;
+  const double attention_params = 2048.0 * 2048 * 2 + 2048.0 * 256 * 2;
+  const double share = attention_params / (attention_params + 2048.0 * 5632 * 3);
+  const double attention = 4 * (2048 + attention_params);  // its norm and matrices
+  const double mlp = 4 * (2048 + 2048.0 * 5632 * 3);
+  const double act = 2 * 2.0 * 2048;                         // a micro-batch's hidden states
+  const double cache = 2 * (64 + 8 / 2) * 2 * 4 * 64 * 2.0;  // a micro-batch's KV, attended
+  HardwareSpec hw = FlexGenT4();
+  hw.disk_read_gbps = 2;
+  hw.gpu_decode_tflops = 0.05;
+  hw.gpu_memory_gbps = 8;
+  const Plan p = PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2).value();
+  const Workload w{64, 8, 0};
+  const LayerTimes t = EstimateCost(m, w, p, hw).decode.layer;
+  const double gemm = t.gpu_gemm_s, rd = 1 / 2e9;
+  const double a_batches = gemm * share + t.gpu_attention_s, m_batches = gemm * (1 - share);
+  // Each chain on the disk reads (the h2d copies of the same bytes are faster here); the first
+  // micro-batch's inputs are its hidden states, and the attention's also its KV.
+  const double load_lane = (attention + mlp + 2 * act + cache) * rd + (a_batches + m_batches) / 2;
+  const double attention_slot = (attention + act + cache) * rd + m_batches / 2 + a_batches;
+  const double mlp_slot = (mlp + 2 * act) * rd + a_batches / 2 + m_batches;
+  EXPECT_NEAR(t.slot_chain_s, std::max({load_lane, attention_slot, mlp_slot}), 1e-12);
+  EXPECT_NEAR(t.slot_chain_s, load_lane, 1e-12);
+  EXPECT_GT(mlp_slot, attention_slot);
+  ASSERT_GT(t.slot_chain_s, std::max({t.disk_lane_s(), t.h2d_lane_s(), t.compute_lane_s()}));
+  EXPECT_DOUBLE_EQ(t.step_s(true), t.slot_chain_s);
+  EXPECT_EQ(t.Bottleneck(), "weight slots");
+
+  // Without overlap the lanes run one after another, and nothing chains.
+  Plan serial = p;
+  serial.overlap = false;
+  const LayerTimes s = EstimateCost(m, w, serial, hw).decode.layer;
+  EXPECT_EQ(s.slot_chain_s, 0);
+  EXPECT_DOUBLE_EQ(s.step_s(false),
+                   s.disk_lane_s() + s.h2d_lane_s() + s.d2h_s + s.compute_lane_s());
 }
 
 TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
