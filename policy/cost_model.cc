@@ -115,9 +115,10 @@ struct PartForms {
   LinearForm compute() const { return expansion + batches; }
 };
 
-// The chains of waits through the two weight slots (see cost_model.h), on the disk reads and on
-// the h2d copies: each bounds the overlapped layer step from below.
+// The weight slots' chains (see cost_model.h), on the disk reads and on the h2d copies.
 std::vector<LinearForm> SlotChains(const PartForms& attention, const PartForms& mlp, double nb) {
+  // Micro-batches after the second, whose inputs load after the next part's weights.
+  const double late = std::max(0.0, nb - 2) / nb;
   std::vector<LinearForm> chains;
   for (bool disk : {true, false}) {
     const auto weights = [&](const PartForms& part) {
@@ -126,12 +127,11 @@ std::vector<LinearForm> SlotChains(const PartForms& attention, const PartForms& 
     const auto first_inputs = [&](const PartForms& part) {
       return (disk ? part.inputs_disk : part.inputs_h2d) * (1 / nb);
     };
-    const double later = (nb - 1) / nb;  // micro-batches after the first
-    chains.push_back(weights(attention) + weights(mlp) + first_inputs(attention) +
-                     first_inputs(mlp) + (attention.batches + mlp.batches) * later);
-    chains.push_back(weights(attention) + first_inputs(attention) + mlp.batches * later +
+    chains.push_back(weights(attention) + first_inputs(attention) + mlp.batches * late +
                      attention.compute());
-    chains.push_back(weights(mlp) + first_inputs(mlp) + attention.batches * later + mlp.compute());
+    chains.push_back(weights(mlp) + first_inputs(mlp) + attention.batches * late + mlp.compute());
+    chains.push_back(weights(attention) + weights(mlp) + first_inputs(attention) +
+                     first_inputs(mlp) + (attention.batches + mlp.batches) * late);
   }
   return chains;
 }

@@ -30,22 +30,22 @@
 // its GPU rows copied there too (GPU -> GPU, on the load lane's copy engine beside the h2d
 // copies): d2d_s, at d2d_gbps (the profile's, or half the device memory bandwidth).
 // The executor's two weight slots hold a layer's attention and MLP parts in turn, and the load
-// lane brings part j + 1's weights before the inputs of part j's second and later micro-batches
-// (src/schedule/block_schedule.h). So a part's weights cannot load before the part two back has
-// computed all its micro-batches, and a part's later micro-batches cannot compute before the next
-// part's weights have loaded. Over one layer step that gives chains of waits, each a lower bound
-// on the overlapped step, on the disk reads and on the h2d copies alike:
-//   a part's weights and first micro-batch's inputs, the other part's compute after its first
-//   micro-batch (whose inputs load after these weights) and all of the part's compute (one
-//   slot's cycle);
-//   both parts' weights and first inputs and their compute after the first micro-batch (the
-//   load lane waiting for the compute lane).
+// lane brings the next part's weights after the inputs of a part's second micro-batch and before
+// those of its later ones (src/schedule/block_schedule.h). So a part's weights cannot load before
+// the part two back has computed all its micro-batches, the part cannot compute before its
+// weights have loaded, and a part's third and later micro-batches wait for the next part's
+// weights. Over a layer step that gives chains of waits, each a lower bound on the overlapped
+// step, on the disk reads and on the h2d copies alike:
+//   a part's weights and first micro-batch's inputs, the other part's micro-batches after the
+//   second, and all of the part's compute (one slot's cycle);
+//   both parts' weights and first inputs, and their micro-batches after the second (the load
+//   lane waiting for the compute lane).
 // Where compute is short beside the loads (a GPU) they stay below the slowest lane; where the
 // two are alike (the CPU build's emulated device, CPU attention) they bind: slot_chain_s, "weight
 // slots". With every weight on the GPU there are no slots and no chains, so the chains are not
-// affine in the fractions: the LP leaves them out and evaluations count them. A
-// part's compute is its share of the GEMMs and 4-bit expansion by matrix elements, attention and
-// the new KV's quantization going to the attention part; the expansion is done by the first
+// affine in the fractions: the search solves each side with its own LP (policy/lp_placement.h).
+// A part's compute is its share of the GEMMs and 4-bit expansion by matrix elements, attention
+// and the new KV's quantization going to the attention part; the expansion is done by the first
 // micro-batch's step.
 #pragma once
 

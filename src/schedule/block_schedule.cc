@@ -10,6 +10,17 @@
 namespace strata {
 namespace {
 
+int LoadRank(const Step& load) {
+  switch (load.kind) {
+    case StepKind::kLoadCache:
+      return 0;
+    case StepKind::kLoadActivations:
+      return 1;
+    default:
+      return 2;
+  }
+}
+
 // Steps are first collected per iteration (one (scheduling layer, micro-batch) compute each) and
 // flattened as: stores, then loads, then the compute. Bucket 0 precedes the first iteration and
 // the last bucket follows the last one.
@@ -30,9 +41,11 @@ class Builder {
     BlockSchedule out;
     out.shape = s_;
     for (Bucket& b : buckets_) {
-      // FlexGen's order inside an iteration: weights, then cache, then hidden states.
+      // Inside an iteration: the next micro-batch's cache, then its hidden states, then the next
+      // layer's weights. FlexGen puts the weights first, which holds a layer's later
+      // micro-batches behind the next layer's weights (policy/cost_model.h, the weight slots).
       std::stable_sort(b.loads.begin(), b.loads.end(),
-                       [](const Step& x, const Step& y) { return x.kind < y.kind; });
+                       [](const Step& x, const Step& y) { return LoadRank(x) < LoadRank(y); });
       for (auto* part : {&b.stores, &b.loads, &b.compute}) {
         for (Step& step : *part) out.steps.push_back(std::move(step));
       }

@@ -5,8 +5,11 @@
 // blocks an attention layer and an MLP layer, then the output layer. For every token step (0 is
 // the prefill, then one per decoded token), every scheduling layer and every micro-batch k of the
 // block, in that nesting, while micro-batch k of layer j computes the load lane brings in the
-// weights of layer j + 1 and the KV cache and hidden states of micro-batch k + 1, and the store
-// lane sends the cache and hidden states of micro-batch k - 1 home.
+// KV cache and hidden states of micro-batch k + 1 and then (while k = 0) the weights of layer
+// j + 1, and the store lane sends the cache and hidden states of micro-batch k - 1 home. FlexGen
+// loads the weights first, which holds all of a layer's later micro-batches behind the next
+// layer's weights; here the second micro-batch never waits for them (the third and later ones
+// still do: their inputs need the slots the first ones compute in).
 //
 // Each step names the buffers it reads and writes. The waits are derived from those accesses in
 // list order: a step waits for the last writer of every buffer it touches and for every reader

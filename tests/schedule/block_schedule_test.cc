@@ -178,6 +178,31 @@ TEST(BlockScheduleTest, NextLoadsOverlapTheCurrentCompute) {
   }
 }
 
+// A layer's second micro-batch never waits for the next layer's weights: its inputs load before
+// those weights (FlexGen loads the weights first, so it does wait there).
+TEST(BlockScheduleTest, SecondMicroBatchDoesNotWaitForTheNextLayersWeights) {
+  int checked = 0;
+  for (const ScheduleShape& shape : Shapes()) {
+    if (shape.num_micro_batches < 2 || !shape.load_block_weights) continue;
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    const Order order(s);
+    std::map<std::pair<int, int>, int> weights;  // (token, layer) -> its load_weights step
+    for (const Step& step : s.steps) {
+      if (step.kind == StepKind::kLoadWeights) weights[{step.token, step.layer}] = step.id;
+    }
+    for (const Step& step : s.steps) {
+      if (step.kind != StepKind::kCompute || step.micro_batch != 1) continue;
+      const auto next = weights.find({step.token, step.layer + 1});
+      if (next == weights.end()) continue;
+      EXPECT_FALSE(order.Precedes(next->second, step.id))
+          << "compute #" << step.id << " waits for load_weights #" << next->second << "; "
+          << Name(shape);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
 // An independent model of the data each buffer holds. A tag says which value a buffer has:
 // weights of (token, layer), hidden states after (token, layer, k), or the cache of (block, k)
 // after token i (complete, or with only the rows the compute writes itself).
