@@ -74,6 +74,27 @@ TEST_F(PolicyCliTest, PlanShowsDiskWritesWaitingBehindReads) {
   EXPECT_NE(ReadFile(Path("plan.txt")).find("write waits"), std::string::npos);
 }
 
+// OPT-30B's layers on the CPU with CPU attention on FlexGen's T4: a layer's attention weights
+// load only while its MLP computes, which is shorter, so the weight slots' chain sets the decode
+// step; the table and the JSON say so, and without overlap there is no chain.
+TEST_F(PolicyCliTest, PlanNamesTheWeightSlotsWhereTheirChainSetsTheStep) {
+  const std::string args =
+      "plan --model opt-30b --hardware t4-flexgen --prompt-len 512 --gen-len 32 --percent 0 100 0 "
+      "100 100 0 --gpu-batch-size 16 --num-gpu-batches 4 --cpu-attention";
+  const auto decode = [&](const std::string& more) {
+    const CliResult r = RunKeepingStdout(args + more + " --json", "plan.json");
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    return nlohmann::json::parse(ReadFile(Path("plan.json")))["time"]["decode"]["layer"];
+  };
+  const nlohmann::json overlapped = decode("");
+  EXPECT_EQ(overlapped["bottleneck"], "weight slots");
+  EXPECT_DOUBLE_EQ(overlapped["slot_chain_s"].get<double>(), overlapped["step_s"].get<double>());
+  EXPECT_EQ(decode(" --no-overlap")["slot_chain_s"].get<double>(), 0);
+  const CliResult table = RunKeepingStdout(args, "plan.txt");
+  ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
+  EXPECT_NE(ReadFile(Path("plan.txt")).find("weight slots"), std::string::npos);
+}
+
 TEST_F(PolicyCliTest, PlanOnAMissingModelPathSaysSo) {
   const CliResult r = RunStrata("plan --model " + Path("no/such/model.gguf") +
                                 " --hardware t4 --prompt-len 16 --gen-len 8");
