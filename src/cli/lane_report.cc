@@ -45,10 +45,15 @@ LaneReport BuildLaneReport(const ExecutorMetrics& m, const Plan& plan,
   for (int phase = 0; phase < kNumPhases; ++phase) {
     const PhaseCost* pc = nullptr;
     double steps = 0;  // token steps of this phase over the run
+    PhaseTime wall;
+    wall.phase = PhaseName(static_cast<Phase>(phase));
+    wall.measured_s = phase == 0 ? m.prefill_s : m.wall_s - m.prefill_s;
     if (cost) {
       pc = phase == 0 ? &cost->prefill : &cost->decode;
       steps = static_cast<double>(m.blocks) * (phase == 0 ? 1 : m.tokens - 1);
+      wall.predicted_s = m.blocks * pc->total_s;
     }
+    report.phases.push_back(std::move(wall));
     for (int kind = 0; kind < static_cast<int>(kKinds.size()); ++kind) {
       std::array<double, kNumLanes> predicted{};
       if (pc != nullptr && kind == 0) predicted = LaneSeconds(pc->input);
@@ -72,10 +77,20 @@ LaneReport BuildLaneReport(const ExecutorMetrics& m, const Plan& plan,
 }
 
 std::string LaneReportText(const LaneReport& r) {
-  std::string out = "lane busy time, predicted / measured s (measured / predicted), profile " +
-                    (r.profile.empty() ? std::string("none") : r.profile) + ":\n";
   char cell[64];
   char line[256];
+  std::string out = "wall time, predicted / measured s (measured / predicted):";
+  for (const PhaseTime& t : r.phases) {
+    if (t.predicted_s && *t.predicted_s > 0) {
+      std::snprintf(cell, sizeof(cell), "%.3f / %.3f (%.2f)", *t.predicted_s, t.measured_s,
+                    t.measured_s / *t.predicted_s);
+    } else {
+      std::snprintf(cell, sizeof(cell), "- / %.3f", t.measured_s);
+    }
+    out += " " + t.phase + " " + cell + (&t == &r.phases.back() ? "" : ";");
+  }
+  out += "\nlane busy time, predicted / measured s (measured / predicted), profile " +
+         (r.profile.empty() ? std::string("none") : r.profile) + ":\n";
   std::snprintf(line, sizeof(line), "  %-8s %-12s %-28s %-28s %-28s\n", "phase", "layer", "load",
                 "compute", "store");
   out += line;

@@ -244,6 +244,7 @@ int RunCommand(const RunOptions& o) {
     const LaneReport lanes = BuildLaneReport(x, plan, spec, *hardware);
     m.lane_profile = lanes.profile;
     m.lane_times = lanes.times;
+    m.phase_times = lanes.phases;
     LogInfo(LaneReportText(lanes));
     if (!o.policy.trace.empty()) {
       if (Status s = offload->WriteTrace(o.policy.trace); !s.ok()) LogWarn(s.message());

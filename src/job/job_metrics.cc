@@ -91,7 +91,16 @@ std::string MetricsJson(const JobMetrics& m) {
   j["lanes"]["times"] = Json::array();
   for (const LaneTime& t : m.lane_times) {
     j["lanes"]["times"].push_back(
-        {{"phase", t.phase}, {"layer", t.layer}, {"lane", t.lane},
+        {{"phase", t.phase},
+         {"layer", t.layer},
+         {"lane", t.lane},
+         {"predicted_s", t.predicted_s ? Json(*t.predicted_s) : Json(nullptr)},
+         {"measured_s", t.measured_s}});
+  }
+  j["lanes"]["phases"] = Json::array();
+  for (const PhaseTime& t : m.phase_times) {
+    j["lanes"]["phases"].push_back(
+        {{"phase", t.phase},
          {"predicted_s", t.predicted_s ? Json(*t.predicted_s) : Json(nullptr)},
          {"measured_s", t.measured_s}});
   }

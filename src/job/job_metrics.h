@@ -14,7 +14,8 @@
 //    "journal": {"recover_s", "write_s", "share_of_elapsed"},
 //    "memory": {"peak_rss_bytes", "peak_bytes": {"gpu", "cpu", "disk"}},
 //    "links": {"bytes": {"disk_to_cpu", "cpu_to_disk", "cpu_to_gpu", "gpu_to_cpu"}},
-//    "lanes": {"profile", "times": [{"phase", "layer", "lane", "predicted_s", "measured_s"}]}}
+//    "lanes": {"profile", "times": [{"phase", "layer", "lane", "predicted_s", "measured_s"}],
+//              "phases": [{"phase", "predicted_s", "measured_s"}]}}
 // memory.peak_bytes and links.bytes are null until the offloading executor reports them; lanes
 // is empty without it, and predicted_s and profile are null when no hardware profile was used.
 #pragma once
@@ -61,6 +62,14 @@ struct LaneTime {
   double measured_s = 0;
 };
 
+// The wall seconds of one phase of an offloaded run (every block's prefill, or every block's
+// decode), next to the cost model's prediction for the same blocks (src/cli/lane_report.h).
+struct PhaseTime {
+  std::string phase;  // "prefill", "decode"
+  std::optional<double> predicted_s;
+  double measured_s = 0;
+};
+
 struct JobMetrics {
   std::string model, input, output, shard;
   int exit_code = 0;
@@ -84,6 +93,7 @@ struct JobMetrics {
   LinkBytes link_bytes;  // filled by the offloading executor
   std::string lane_profile;      // the hardware profile of the predictions; empty: none
   std::vector<LaneTime> lane_times;  // filled by the offloading executor
+  std::vector<PhaseTime> phase_times;  // filled by the offloading executor
 };
 
 // The JSON text above, pretty-printed.

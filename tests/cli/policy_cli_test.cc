@@ -307,6 +307,19 @@ TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
   // The lanes' measured busy time is the executor's, split: it cannot exceed the run's time.
   EXPECT_GT(measured_total, 0);
   EXPECT_LT(measured_total, 3 * m["generation_s"].get<double>() + 1e-3);
+  // Each phase's wall time, predicted and measured; together they are the executor's time.
+  const nlohmann::json& phases = m["lanes"]["phases"];
+  ASSERT_EQ(phases.size(), 2u);
+  EXPECT_EQ(phases[0]["phase"], "prefill");
+  EXPECT_EQ(phases[1]["phase"], "decode");
+  double wall = 0;
+  for (const nlohmann::json& t : phases) {
+    EXPECT_GT(t["predicted_s"].get<double>(), 0) << t;
+    EXPECT_GT(t["measured_s"].get<double>(), 0) << t;
+    wall += t["measured_s"].get<double>();
+  }
+  EXPECT_LE(wall, m["generation_s"].get<double>() + 1e-3);
+  EXPECT_NE(r.stderr_text.find("wall time, predicted / measured s"), std::string::npos);
 }
 
 // A profile's CPU rates hold for the thread count it was measured with (cpu_cores): a run with
