@@ -68,6 +68,64 @@ constexpr std::string_view kPhi4UserThenPrompt =
     "'<|im_end|><|im_start|>assistant<|im_sep|>'}}";
 constexpr std::string_view kPhi4Prompt = "{{ '<|im_start|>assistant<|im_sep|>' }}";
 
+// How a Phi-3 template renders (ChatTemplate's members of the same names).
+struct Phi3Style {
+  bool any_role = false, prompt_after_user = false, skip_empty_system = false,
+       prompt_after_assistant = true;
+};
+
+// The Phi-3 templates strata renders, each whole (newlines as Unescape leaves them): Phi-3.5-mini
+// (an empty system message is left out), Phi-3-mini's later revisions, Phi-3-mini's first one
+// and Phi-3-medium (the assistant's opening after every user message, system messages dropped),
+// Phi-3-small and Phi-3-vision (any role's tag; vision writes no opening after a last assistant
+// message).
+const std::vector<std::pair<std::string, Phi3Style>>& Phi3Templates() {
+  static const auto* templates = new std::vector<std::pair<std::string, Phi3Style>>{
+      {"{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+       "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' "
+       "%}{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == "
+       "'assistant' %}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}"
+       "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}"
+       "{{ eos_token }}{% endif %}",
+       {.skip_empty_system = true}},
+      {"{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+       "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' "
+       "+ message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+       "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+       "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}"
+       "{% endif %}",
+       {}},
+      {"{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}"
+       "{{'<|user|>' + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}"
+       "{% elif (message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}"
+       "{% endif %}{% endfor %}",
+       {.prompt_after_user = true}},
+      {"{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' + '\n' + "
+       "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif "
+       "(message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}"
+       "{% endfor %}",
+       {.prompt_after_user = true}},
+      {"{{ bos_token }}{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + "
+       "message['content'] + '<|end|>\n' }}{% endfor %}{% if add_generation_prompt %}"
+       "{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}",
+       {.any_role = true}},
+      {"{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + message['content'] "
+       "+ '<|end|>\n' }}{% endfor %}{% if add_generation_prompt and messages[-1]['role'] != "
+       "'assistant' %}{{- '<|assistant|>\n' -}}{% endif %}",
+       {.any_role = true, .prompt_after_assistant = false}},
+  };
+  return *templates;
+}
+
+// The style of `jinja` when it is one of Phi3Templates(); nullptr otherwise.
+const Phi3Style* Phi3StyleOf(std::string_view jinja) {
+  const std::string text = Unescape(jinja);
+  for (const auto& [known, style] : Phi3Templates()) {
+    if (Trim(text) == known) return &style;
+  }
+  return nullptr;
+}
+
 }  // namespace
 
 ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, std::string eos) {
@@ -82,6 +140,12 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos, st
   } else if (Contains(jinja, kPhi4UserThenPrompt)) {
     t.family_ = Family::kPhi4;
     t.prompt_after_user_ = true;
+  } else if (const Phi3Style* style = Phi3StyleOf(jinja)) {
+    t.family_ = Family::kPhi3;
+    t.any_role_ = style->any_role;
+    t.prompt_after_user_ = style->prompt_after_user;
+    t.skip_empty_system_ = style->skip_empty_system;
+    t.prompt_after_assistant_ = style->prompt_after_assistant;
   } else if (Contains(jinja, "<|im_start|>") && Contains(jinja, "<|im_end|>") &&
              !Contains(jinja, "<|im_sep|>")) {  // another <|im_sep|> template is not ChatML
     t.family_ = Family::kChatMl;
@@ -111,6 +175,8 @@ const char* ChatTemplate::name() const {
       return "Llama 2";
     case Family::kMistral:
       return "Mistral";
+    case Family::kPhi3:
+      return "Phi-3";
     case Family::kPhi4:
       return "Phi-4";
   }
@@ -127,7 +193,7 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
     case Family::kUnknown:
       return Status::Unsupported(
           "the model's chat template is not one strata can render (it knows ChatML, Llama 3, "
-          "Llama 2, Mistral v0.1 and Phi-4); send /v1/completions requests with the prompt "
+          "Llama 2, Mistral v0.1, Phi-3 and Phi-4); send /v1/completions requests with the prompt "
           "already formatted");
     case Family::kChatMl:
       if (!default_system_.empty() && messages.front().role != "system") {
@@ -164,8 +230,34 @@ Result<std::string> ChatTemplate::Render(const std::vector<ChatMessage>& message
       }
       if (!prompt_after_user_) out += "<|im_start|>assistant<|im_sep|>";
       return out;
+    case Family::kPhi3:
+      return RenderPhi3(messages);
   }
   return Status::Unsupported("unknown chat template family");
+}
+
+Result<std::string> ChatTemplate::RenderPhi3(const std::vector<ChatMessage>& messages) const {
+  std::string out;
+  for (const ChatMessage& m : messages) {
+    const bool takes = any_role_ || m.role == "user" || m.role == "assistant" ||
+                       (m.role == "system" && !prompt_after_user_);
+    if (!takes) {
+      return Status::Unsupported(
+          "the model's chat template (Phi-3) has no '" + m.role + "' messages; it takes " +
+          (prompt_after_user_ ? "user and assistant ones" : "system, user and assistant ones"));
+    }
+    if (skip_empty_system_ && m.role == "system" && m.content.empty()) continue;
+    if (prompt_after_user_ && m.role == "assistant") {
+      out += m.content + "<|end|>\n";
+      continue;
+    }
+    out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
+    if (prompt_after_user_ && m.role == "user") out += "<|assistant|>\n";
+  }
+  if (!prompt_after_user_ && (prompt_after_assistant_ || messages.back().role != "assistant")) {
+    out += "<|assistant|>\n";
+  }
+  return out;
 }
 
 Result<std::string> ChatTemplate::RenderInst(const std::vector<ChatMessage>& messages) const {

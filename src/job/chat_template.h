@@ -22,6 +22,14 @@
 //            as their templates demand, and add nothing after the last message. They are
 //            recognised by the exact expressions of those templates only: later Mistral
 //            templates place system prompts and spaces differently and stay unrecognised.
+//   Phi-3    (Phi-3-mini, -small, -medium, -vision, Phi-3.5-mini): "<|{role}|>\n{content}<|end|>\n"
+//            per message, then "<|assistant|>\n". Recognised only as the six whole templates
+//            these models shipped (chat_template.cc), which differ: Phi-3.5 leaves an empty
+//            system message out; Phi-3-mini's first template and Phi-3-medium's write the
+//            assistant's opening after every user message and assistant messages without their
+//            tag, and drop system messages (refused here); Phi-3-small and Phi-3-vision tag any
+//            role, and vision writes no opening after a last assistant message. The others
+//            refuse roles other than system, user and assistant, which they would drop.
 //   Phi-4    (microsoft/phi-4): "<|im_start|>{role}<|im_sep|>{content}<|im_end|>" per system,
 //            user or assistant message, then "<|im_start|>assistant<|im_sep|>". Its later
 //            template writes that opening after every user message instead, the same prompt
@@ -46,7 +54,7 @@ namespace strata {
 
 class ChatTemplate {
  public:
-  enum class Family { kNone, kUnknown, kChatMl, kLlama3, kLlama2, kMistral, kPhi4 };
+  enum class Family { kNone, kUnknown, kChatMl, kLlama3, kLlama2, kMistral, kPhi3, kPhi4 };
 
   // A template that renders nothing: every chat request gets unsupported_chat_template.
   ChatTemplate() = default;
@@ -61,7 +69,7 @@ class ChatTemplate {
   const std::string& default_system() const { return default_system_; }
   // True when the template starts the prompt with bos_token.
   bool adds_bos() const { return adds_bos_; }
-  // "ChatML", "Llama 3", "Llama 2", "Mistral", "Phi-4", "none" or "unrecognised", for logs.
+  // "ChatML", "Llama 3", "Llama 2", "Mistral", "Phi-3", "Phi-4", "none" or "unrecognised".
   const char* name() const;
 
   // The prompt for `messages`, generation prompt included. REQUIRES: `messages` non-empty.
@@ -70,13 +78,17 @@ class ChatTemplate {
 
  private:
   Result<std::string> RenderInst(const std::vector<ChatMessage>& messages) const;
+  Result<std::string> RenderPhi3(const std::vector<ChatMessage>& messages) const;
 
   Family family_ = Family::kNone;
   std::string default_system_;
   bool adds_bos_ = false;
   std::string bos_, eos_;
   std::string after_eos_;           // Mistral v0.1: " "
-  bool prompt_after_user_ = false;  // Phi-4's later template
+  bool prompt_after_user_ = false;  // Phi-4's later template; Phi-3-mini's first, Phi-3-medium
+  bool any_role_ = false;           // Phi-3-small, Phi-3-vision: any role's tag
+  bool skip_empty_system_ = false;  // Phi-3.5
+  bool prompt_after_assistant_ = true;  // false: Phi-3-vision
 };
 
 }  // namespace strata

@@ -227,6 +227,91 @@ TEST(ChatTemplateTest, Phi4BothTemplatesAsTheyRender) {
             "<|im_start|>user<|im_sep|>a<|im_end|><|im_start|>assistant<|im_sep|>b\n<|im_end|>");
 }
 
+// The six Phi-3 templates strata renders (chat_template.h): Phi-3.5-mini's and Phi-3-mini's later
+// revision as projects that ship them quote them, the others as in llama.cpp's
+// tests/test-chat-template.cpp. Expected prompts rendered by jinja2 as transformers sets it up,
+// BOS "<s>" left out (it is encoded by its id). Vision's is written with Jinja's "\\n" escapes,
+// the others with newlines as a tokenizer_config.json holds them once parsed.
+const std::string kPhi35Mini =
+    "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+    "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+    "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' "
+    "%}{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if "
+    "add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+const std::string kPhi3MiniLater =
+    "{% for message in messages %}{% if message['role'] == 'system' %}{{'<|system|>\n' + "
+    "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}{{'<|user|>\n' + "
+    "message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}{{'<|assistant|>"
+    "\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}{% if add_generation_prompt "
+    "%}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+const std::string kPhi3MiniFirst =
+    "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>'"
+    " + '\n' + message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif "
+    "(message['role'] == 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}"
+    "{% endfor %}";
+const std::string kPhi3Small =
+    "{{ bos_token }}{% for message in messages %}{{'<|' + message['role'] + '|>' + '\n' + "
+    "message['content'] + '<|end|>\n' }}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}";
+const std::string kPhi3Medium =
+    "{% for message in messages %}{% if (message['role'] == 'user') %}{{'<|user|>' + '\n' + "
+    "message['content'] + '<|end|>' + '\n' + '<|assistant|>' + '\n'}}{% elif (message['role'] "
+    "== 'assistant') %}{{message['content'] + '<|end|>' + '\n'}}{% endif %}{% endfor %}";
+const std::string kPhi3Vision =
+    "{% for message in messages %}{{'<|' + message['role'] + '|>' + '\\n' + message['content'] "
+    "+ '<|end|>\\n' }}{% endfor %}{% if add_generation_prompt and messages[-1]['role'] != "
+    "'assistant' %}{{- '<|assistant|>\\n' -}}{% endif %}";
+
+TEST(ChatTemplateTest, Phi3TemplatesAsTheyRender) {
+  const std::string standard =
+      "<|system|>\nYou are a helpful assistant<|end|>\n<|user|>\nHello<|end|>\n<|assistant|>\nHi "
+      "there<|end|>\n<|user|>\nWho are you<|end|>\n<|assistant|>\n   I am an assistant   <|end|>"
+      "\n<|user|>\nAnother question<|end|>\n<|assistant|>\n";
+  const std::string standard_without_system = standard.substr(standard.find("<|user|>"));
+  const std::vector<ChatMessage> no_system(kStandardChat.begin() + 1, kStandardChat.end());
+  const std::vector<ChatMessage> empty_system = Chat({{"system", ""}, {"user", "Hi"}});
+  const std::vector<ChatMessage> ends = Chat({{"user", "a"}, {"assistant", "b\n"}});
+  const std::vector<ChatMessage> tool = Chat({{"user", "a"}, {"tool", "b"}});
+  const std::string ends_open = "<|user|>\na<|end|>\n<|assistant|>\nb\n<|end|>\n";
+  struct Case {
+    const std::string* jinja;
+    bool bos, takes_system, any_role, skips_empty_system, opens_after_assistant;
+  };
+  for (const Case& c : {Case{&kPhi35Mini, false, true, false, true, true},
+                        Case{&kPhi3MiniLater, false, true, false, false, true},
+                        Case{&kPhi3MiniFirst, true, false, false, false, false},
+                        Case{&kPhi3Small, true, true, true, false, true},
+                        Case{&kPhi3Medium, false, false, false, false, false},
+                        Case{&kPhi3Vision, false, true, true, false, false}}) {
+    SCOPED_TRACE(*c.jinja);
+    const ChatTemplate t = ChatTemplate::FromJinja(*c.jinja, "<s>", "<|endoftext|>");
+    ASSERT_EQ(t.family(), ChatTemplate::Family::kPhi3);
+    EXPECT_EQ(t.adds_bos(), c.bos);
+    EXPECT_EQ(*t.Render(no_system), standard_without_system);
+    EXPECT_EQ(*t.Render(ends), c.opens_after_assistant ? ends_open + "<|assistant|>\n" : ends_open);
+    if (c.takes_system) {
+      EXPECT_EQ(*t.Render(kStandardChat), standard);
+      EXPECT_EQ(*t.Render(empty_system),
+                c.skips_empty_system ? "<|user|>\nHi<|end|>\n<|assistant|>\n"
+                                     : "<|system|>\n<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\n");
+    } else {  // the template would drop it
+      EXPECT_FALSE(t.Render(kStandardChat).ok());
+      EXPECT_FALSE(t.Render(empty_system).ok());
+    }
+    const Result<std::string> tool_prompt = t.Render(tool);
+    if (c.any_role) {
+      EXPECT_EQ(*tool_prompt, "<|user|>\na<|end|>\n<|tool|>\nb<|end|>\n<|assistant|>\n");
+    } else {
+      ASSERT_FALSE(tool_prompt.ok());
+      EXPECT_NE(tool_prompt.status().message().find("'tool'"), std::string::npos);
+    }
+  }
+  // Another Phi-3 text, even one expression off, is not rendered.
+  std::string edited = kPhi3Small;
+  edited.replace(edited.find("<|end|>"), 7, "<|endoftext|>");
+  EXPECT_EQ(ChatTemplate::FromJinja(edited).family(), ChatTemplate::Family::kUnknown);
+}
+
 // Without BOS and EOS texts, or with another Mistral template's expressions, nothing renders.
 TEST(ChatTemplateTest, InstTemplatesNeedTheirExactExpressionsAndTokens) {
   EXPECT_EQ(ChatTemplate::FromJinja(kLlama2Chat).family(), ChatTemplate::Family::kUnknown);
