@@ -119,9 +119,10 @@ const std::vector<std::pair<std::string, Phi3Style>>& Phi3Templates() {
 
 // The style of `jinja` when it is one of Phi3Templates(); nullptr otherwise.
 const Phi3Style* Phi3StyleOf(std::string_view jinja) {
-  const std::string text = Unescape(jinja);
+  const std::string unescaped = Unescape(jinja);
+  const std::string_view text = Trim(unescaped);
   for (const auto& [known, style] : Phi3Templates()) {
-    if (Trim(text) == known) return &style;
+    if (text == known) return &style;
   }
   return nullptr;
 }
