@@ -12,6 +12,7 @@
 
 #include "src/core/check.h"
 #include "src/core/thread_name.h"
+#include "src/runtime/input_rows.h"
 
 namespace strata {
 namespace {
@@ -92,6 +93,7 @@ BlockExecutor::BlockExecutor(const Model& model, Transformer& transformer, Backe
                              Backend& cpu_backend, const Placement& placement,
                              const MemoryTiers& tiers)
     : p_(placement),
+      position_offset_(model.config().position_offset),
       compute_(model, transformer, device_backend, cpu_backend, placement, tiers),
       transfers_(placement, tiers) {}
 
@@ -105,6 +107,12 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
   const int kv_rows = k < 0 ? 0 : run.batch(k) * p_.cache.rows.rows / p_.shape.gpu_batch_size;
   switch (step.kind) {
     case StepKind::kLoadWeights:
+      if (RoleOfLayer(step.layer, blocks) == LayerRole::kInputEmbedding) {
+        return transfers_.GatherInputRows(
+            BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
+                           position_offset_),
+            step.weight_slot, record);
+      }
       return transfers_.LoadWeights(PlacedLayerOf(step, blocks),
                                     RoleOfLayer(step.layer, blocks) == LayerRole::kMlp ? 1 : 0,
                                     step.weight_slot, record);

@@ -54,6 +54,7 @@ class BlockExecutor {
                  LaneRecord& record);
 
   const Placement& p_;
+  const int position_offset_;  // ModelConfig's, for the input embedding's rows
   BlockCompute compute_;
   BlockTransfers transfers_;
 };

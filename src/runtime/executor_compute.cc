@@ -65,6 +65,11 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& 
                                               : tiers_.At(a.homes[static_cast<size_t>(k)].gpu));
   const int slot = std::max(step.weight_slot, 0);
   const StepInput& in = run.inputs[static_cast<size_t>(k)];
+  if (step.layer == 0 && k == 0 && p_.weights.input().slot_bytes() > 0) {
+    input_rows_ = BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
+                                 model_.config().position_offset);
+    input_rows_token_ = step.token;
+  }
   if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, record);
   switch (RoleOfLayer(step.layer, blocks)) {
     case LayerRole::kInputEmbedding:
@@ -110,6 +115,13 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, LaneRecord& recor
     // Rows as assembled: a chunk per tier, each its codes then its params.
     STRATA_CHECK(t.on_gpu() || slot != nullptr);
     const uint8_t* chunk = t.on_gpu() ? tiers_.At(t.gpu_home) : slot + t.slot_offset;
+    if (layer == 0 && t.slot_offset >= 0) {  // the step's rows, in one chunk
+      const long n = static_cast<long>(GatheredRows(t).size());
+      const auto* params =
+          reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
+      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, out);
+      continue;
+    }
     long first = 0;
     for (const int64_t rows : {t.gpu_rows, t.cpu_rows, t.disk_rows}) {
       if (rows == 0) continue;
@@ -160,7 +172,23 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
     }
   }
   const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
-  transformer_.Embed(in, w.token_embedding, w.position_embedding, hidden);
+  TensorView token_table = w.token_embedding, position_table = w.position_embedding;
+  std::vector<int32_t> token_rows(in.tokens), position_rows(in.positions);
+  for (int32_t& r : position_rows) r += model_.config().position_offset;
+  for (const PlacedTensor& t : p_.weights.input().tensors) {
+    if (t.slot_offset < 0) continue;
+    STRATA_CHECK(input_rows_token_ == step.token);
+    const bool positions = t.model_field == &ModelWeights::position_embedding;
+    const std::vector<int32_t>& rows = GatheredRows(t);
+    for (int32_t& r : positions ? position_rows : token_rows) r = RowIndex(rows, r);
+    (positions ? position_table : token_table).shape[0] = static_cast<int64_t>(rows.size());
+  }
+  transformer_.EmbedRows(token_rows, position_rows, token_table, position_table, hidden);
+}
+
+const std::vector<int32_t>& BlockCompute::GatheredRows(const PlacedTensor& t) const {
+  return t.model_field == &ModelWeights::position_embedding ? input_rows_.positions
+                                                            : input_rows_.tokens;
 }
 
 void BlockCompute::BuildRows(const Step& step, int block, int rows) {

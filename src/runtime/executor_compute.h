@@ -28,6 +28,7 @@
 #include "src/runtime/executor_attention.h"
 #include "src/runtime/executor_sequences.h"
 #include "src/runtime/executor_trace.h"
+#include "src/runtime/input_rows.h"
 #include "src/runtime/transformer.h"
 #include "src/schedule/block_schedule.h"
 
@@ -46,6 +47,9 @@ struct BlockRun {
   int batch(int k) const;  // sequences in micro-batch k
 };
 
+// When the input layer's weights are off the GPU, its weight slot holds only the rows of the
+// step's tokens and positions (src/runtime/input_rows.h), which the embedding looks up by index.
+//
 // Thread-compatible: only the compute lane uses it.
 class BlockCompute {
  public:
@@ -59,6 +63,8 @@ class BlockCompute {
 
  private:
   void Input(const Step& step, BlockRun& run, float* hidden);
+  // The rows of input tensor `t` in input_rows_: the step's tokens or positions.
+  const std::vector<int32_t>& GatheredRows(const PlacedTensor& t) const;
   void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
   // Smoothed keys (plan.smooth_keys()): at the prefill fits the micro-batch's smoothing of
   // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into
@@ -93,6 +99,10 @@ class BlockCompute {
   std::vector<KvRow> rows_;
   std::vector<float> scratch_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
+  // The rows of the input embedding's tables the load brought for token step
+  // input_rows_token_ (BlockTransfers::GatherInputRows), when its weights are off the GPU.
+  InputRows input_rows_;
+  int input_rows_token_ = -1;
   std::vector<float> smoothed_k_, scaled_q_;  // Smooth's outputs
 };
 

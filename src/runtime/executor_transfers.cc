@@ -4,6 +4,9 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/weight_q4.h"
+#include "src/core/check.h"
+
 namespace strata {
 namespace {
 
@@ -123,6 +126,60 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& re
     if (t.disk_store_params.bytes > 0) {
       store.push_back(
           {t.disk_store_params.offset, dst + t.disk_home.bytes, t.disk_store_params.bytes});
+    }
+  }
+  STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));
+  return ReadStoreWeights(store, record);
+}
+
+Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, LaneRecord& record) const {
+  Copies copy(record);
+  uint8_t* base = tiers_.At(p_.weight_slots[slot]);
+  std::vector<DiskPiece> scratch, store;
+  for (const PlacedTensor& t : p_.weights.input().tensors) {
+    if (t.slot_offset < 0) continue;
+    const std::vector<int32_t>& ids =
+        t.model_field == &ModelWeights::position_embedding ? rows.positions : rows.tokens;
+    const long cols = static_cast<long>(t.source.dim(1));
+    // A row is one plane, or two for 4 bits (codes, params), and a chunk of n rows holds each
+    // plane's n rows in turn (PlacedTensor::q4).
+    const int planes = t.q4 ? 2 : 1;
+    const int64_t plane_row[2] = {
+        t.q4 ? static_cast<int64_t>(kernels::cpu::WeightQ4CodeBytes(1, cols)) : t.row_bytes,
+        t.q4 ? static_cast<int64_t>(kernels::cpu::WeightQ4ParamHalves(1, cols) * 2) : 0};
+    const auto plane_begin = [&](int p, int64_t n) { return p == 0 ? 0 : n * plane_row[0]; };
+    const int64_t n = static_cast<int64_t>(ids.size());
+    const int64_t tier_end[3] = {t.gpu_rows, t.gpu_rows + t.cpu_rows, t.rows()};
+    for (int p = 0; p < planes; ++p) {
+      for (int64_t i = 0; i < n;) {
+        const int64_t r = ids[static_cast<size_t>(i)];
+        STRATA_CHECK(r >= 0 && r < t.rows());
+        const int tier = r < tier_end[0] ? 0 : r < tier_end[1] ? 1 : 2;
+        const int64_t first = tier == 0 ? 0 : tier_end[tier - 1];
+        int64_t j = i + 1;
+        while (j < n && ids[static_cast<size_t>(j)] == r + (j - i) &&
+               r + (j - i) < tier_end[tier]) {
+          ++j;
+        }
+        uint8_t* to = base + t.slot_offset + plane_begin(p, n) + i * plane_row[p];
+        const uint64_t bytes = static_cast<uint64_t>((j - i) * plane_row[p]);
+        // Where the run begins in its tier's chunk.
+        const int64_t from = plane_begin(p, tier_end[tier] - first) + (r - first) * plane_row[p];
+        if (tier == 0) {
+          copy(Link::kGpuToGpu, to, tiers_.At(t.gpu_home) + from, bytes);
+        } else if (tier == 1) {
+          copy(Link::kCpuToGpu, to, tiers_.At(t.cpu_home) + from, bytes);
+        } else if (!t.disk_in_store) {
+          scratch.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to, bytes});
+        } else if (p == 0) {
+          store.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to, bytes});
+        } else {  // a 4-bit store keeps the disk rows' params in their own extent
+          store.push_back(
+              {t.disk_store_params.offset + static_cast<uint64_t>((r - first) * plane_row[1]), to,
+               bytes});
+        }
+        i = j;
+      }
     }
   }
   STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));

@@ -15,6 +15,7 @@
 #include "src/memory/memory_tiers.h"
 #include "src/memory/placement.h"
 #include "src/runtime/executor_trace.h"
+#include "src/runtime/input_rows.h"
 
 namespace strata {
 
@@ -26,6 +27,11 @@ class BlockTransfers {
   // Assembles the tensors of part `part` (a block's attention 0 or MLP 1; 0 for the others) of
   // placed layer `layer` (0 input, 1 + b block b, last output) in weight slot `slot`.
   Status LoadWeights(int layer, int part, int slot, LaneRecord& record) const;
+  // The input layer's load: of each of its tensors assembled in a weight slot, only the rows
+  // `rows` names (the token table's tokens, the position table's positions), back to back in
+  // their sorted order in slot `slot` (4-bit: the rows' codes, then their params). Ids next to
+  // each other in a tier move in one copy.
+  Status GatherInputRows(const InputRows& rows, int slot, LaneRecord& record) const;
   // Brings the off-GPU rows [0, rows) of slice `slice` into cache slot `slot`: slots
   // [0, filled) of each row, or, with CPU attention, the disk rows into the CPU-attention slot.
   Status LoadCache(int slice, int slot, int rows, int filled, LaneRecord& record) const;

@@ -56,17 +56,20 @@ float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
 }
 
 void Transformer::Embed(const StepInput& in, float* hidden) {
-  Embed(in, weights_.token_embedding, weights_.position_embedding, hidden);
+  std::vector<int32_t> pos(in.positions);
+  for (int32_t& p : pos) p += config_.position_offset;
+  EmbedRows(in.tokens, pos, weights_.token_embedding, weights_.position_embedding, hidden);
 }
 
-void Transformer::Embed(const StepInput& in, const TensorView& token_embedding,
-                        const TensorView& position_embedding, float* hidden) {
-  const int rows = in.batch * in.new_tokens;
-  backend_.Embed(token_embedding, in.tokens.data(), rows, hidden);
+void Transformer::EmbedRows(std::span<const int32_t> token_rows,
+                            std::span<const int32_t> position_rows,
+                            const TensorView& token_embedding, const TensorView& position_embedding,
+                            float* hidden) {
+  const int rows = static_cast<int>(token_rows.size());
+  backend_.Embed(token_embedding, token_rows.data(), rows, hidden);
   if (position_embedding.present()) {
-    std::vector<int32_t> pos(in.positions);
-    for (int32_t& p : pos) p += config_.position_offset;
-    backend_.AddPositionEmbedding(position_embedding, pos.data(), rows, hidden);
+    STRATA_CHECK(position_rows.size() == token_rows.size());
+    backend_.AddPositionEmbedding(position_embedding, position_rows.data(), rows, hidden);
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "src/backend/backend.h"
@@ -49,8 +50,13 @@ class Transformer {
   // The same layers over weights the caller gives and a KV cache the caller keeps, for an
   // executor that places both itself (src/runtime/executor.h): the same kernels in the same order
   // as the forms above, so the results are the same bits.
-  void Embed(const StepInput& in, const TensorView& token_embedding,
-             const TensorView& position_embedding, float* hidden);
+  // Embed's lookup by table rows: hidden[i] = token_embedding[token_rows[i]] (+
+  // position_embedding[position_rows[i]] where present). Embed's rows are the tokens and the
+  // positions + config().position_offset; an executor that brings only some rows of the tables
+  // passes their indices there (src/runtime/input_rows.h).
+  void EmbedRows(std::span<const int32_t> token_rows, std::span<const int32_t> position_rows,
+                 const TensorView& token_embedding, const TensorView& position_embedding,
+                 float* hidden);
   // The attention sub-block up to the cache: norm, q/k/v projections and RoPE of the step's rows.
   // The buffers are workspaces of this Transformer, valid until its next call: q and attn are
   // [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; attn is for the caller's

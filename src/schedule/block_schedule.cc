@@ -10,6 +10,8 @@
 namespace strata {
 namespace {
 
+// The input embedding's rows are gathered last: they wait for the tokens the output layer
+// samples, and the next layer's weights need not wait behind them.
 int LoadRank(const Step& load) {
   switch (load.kind) {
     case StepKind::kLoadCache:
@@ -17,7 +19,7 @@ int LoadRank(const Step& load) {
     case StepKind::kLoadActivations:
       return 1;
     default:
-      return 2;
+      return load.layer == 0 ? 3 : 2;
   }
 }
 
@@ -27,6 +29,8 @@ int LoadRank(const Step& load) {
 struct Bucket {
   std::vector<Step> stores, loads, compute;
 };
+
+constexpr BufferId kTokens{BufferKind::kTokens, 0};
 
 class Builder {
  public:
@@ -42,8 +46,9 @@ class Builder {
     out.shape = s_;
     for (Bucket& b : buckets_) {
       // Inside an iteration: the next micro-batch's cache, then its hidden states, then the next
-      // layer's weights. FlexGen puts the weights first, which holds a layer's later
-      // micro-batches behind the next layer's weights (policy/cost_model.h, the weight slots).
+      // layer's weights, then the input embedding's rows. FlexGen puts the weights first, which
+      // holds a layer's later micro-batches behind the next layer's weights (policy/cost_model.h,
+      // the weight slots).
       std::stable_sort(b.loads.begin(), b.loads.end(),
                        [](const Step& x, const Step& y) { return LoadRank(x) < LoadRank(y); });
       for (auto* part : {&b.stores, &b.loads, &b.compute}) {
@@ -106,8 +111,17 @@ class Builder {
         Step load = make(Lane::kLoad, StepKind::kLoadWeights);
         load.weight_slot = wslot;
         load.accesses.push_back({{BufferKind::kWeightSlot, wslot}, true});
-        (g == 0 ? buckets_[0] : BucketOf(IterationOf(g - 1, 0))).loads.push_back(std::move(load));
+        if (role == LayerRole::kInputEmbedding) {
+          // The rows of the tokens the previous token step sampled, once all are sampled.
+          if (token > 0) load.accesses.push_back({kTokens, false});
+          (g == 0 ? buckets_[0] : BucketOf(t)).loads.push_back(std::move(load));
+        } else {
+          (g == 0 ? buckets_[0] : BucketOf(IterationOf(g - 1, 0))).loads.push_back(std::move(load));
+        }
       }
+    }
+    if (role == LayerRole::kOutput && s_.load_input_weights) {
+      compute.accesses.push_back({kTokens, true});
     }
     if (s_.move_activations) {
       const BufferId slot{BufferKind::kActivationSlot, aslot};
@@ -236,6 +250,7 @@ const char* BufferKindName(BufferKind kind) {
     case BufferKind::kActivationSlot: return "activation_slot";
     case BufferKind::kCacheHome: return "cache_home";
     case BufferKind::kActivationHome: return "activation_home";
+    case BufferKind::kTokens: return "tokens";
   }
   return "?";
 }

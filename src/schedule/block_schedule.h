@@ -9,7 +9,10 @@
 // j + 1, and the store lane sends the cache and hidden states of micro-batch k - 1 home. FlexGen
 // loads the weights first, which holds all of a layer's later micro-batches behind the next
 // layer's weights; here the second micro-batch never waits for them (the third and later ones
-// still do: their inputs need the slots the first ones compute in).
+// still do: their inputs need the slots the first ones compute in). The input embedding's load
+// brings only the rows of the block's tokens (src/runtime/input_rows.h), so a decode step's load
+// waits until the previous token step's output layer has sampled every micro-batch; it is the
+// last load of its iteration, so the first attention layer's weights load before it.
 //
 // Each step names the buffers it reads and writes. The waits are derived from those accesses in
 // list order: a step waits for the last writer of every buffer it touches and for every reader
@@ -54,11 +57,13 @@ constexpr int BlockOfLayer(int layer) { return (layer - 1) / 2; }
 // The buffers steps hand to each other. Slots are the double-buffered working buffers in device
 // memory; homes are where a micro-batch's cache and hidden states live between uses.
 enum class BufferKind : uint8_t {
-  kWeightSlot,       // index: slot (scheduling-layer counter % 2)
-  kCacheSlot,        // index: slot (attention-step counter % 2): KV staging / CPU-attention cache
-  kActivationSlot,   // index: slot (layer-step counter % 2)
-  kCacheHome,        // index: block * num_micro_batches + k
-  kActivationHome,   // index: k
+  kWeightSlot,      // index: slot (scheduling-layer counter % 2)
+  kCacheSlot,       // index: slot (attention-step counter % 2): KV staging / CPU-attention cache
+  kActivationSlot,  // index: slot (layer-step counter % 2)
+  kCacheHome,       // index: block * num_micro_batches + k
+  kActivationHome,  // index: k
+  kTokens,          // index 0: the block's sampled tokens, written by the output layer's
+                    // computes and read by the input embedding's row gather
 };
 const char* BufferKindName(BufferKind kind);
 
@@ -94,7 +99,8 @@ struct ScheduleShape {
   int blocks = 0;             // transformer blocks L (>= 1)
   int num_micro_batches = 1;  // nb (>= 1)
   int num_tokens = 1;         // token steps (>= 1): the prefill and num_tokens - 1 decodes
-  // Weights of this role are (partly) off the device and are loaded into a weight slot.
+  // Weights of this role are (partly) off the device and are loaded into a weight slot (the input
+  // embedding's: the rows of the block's tokens).
   bool load_input_weights = false;
   bool load_block_weights = false;  // attention and MLP layers
   bool load_output_weights = false;

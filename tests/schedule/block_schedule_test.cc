@@ -161,6 +161,8 @@ TEST(BlockScheduleTest, NextLoadsOverlapTheCurrentCompute) {
       const int64_t g = static_cast<int64_t>(load.token) * s.num_layers() + load.layer;
       int64_t t = g * nb + std::max(load.micro_batch, 0) - 1;
       if (load.kind == StepKind::kLoadWeights) t = (g - 1) * nb;  // micro-batch 0 of layer j - 1
+      // The input embedding's rows wait for the tokens (InputRowsLoadOnceTheBlockIsSampled).
+      if (load.kind == StepKind::kLoadWeights && load.layer == 0) continue;
       // With one micro-batch the next layer's hidden states exist only after this compute.
       if (load.kind == StepKind::kLoadActivations && nb == 1) continue;
       if (t < 0) continue;
@@ -192,11 +194,46 @@ TEST(BlockScheduleTest, SecondMicroBatchDoesNotWaitForTheNextLayersWeights) {
     }
     for (const Step& step : s.steps) {
       if (step.kind != StepKind::kCompute || step.micro_batch != 1) continue;
+      // The input embedding's rows load after the first attention layer's weights, by design
+      // (InputRowsLoadOnceTheBlockIsSampled).
+      if (shape.load_input_weights && step.layer == 0) continue;
       const auto next = weights.find({step.token, step.layer + 1});
       if (next == weights.end()) continue;
       EXPECT_FALSE(order.Precedes(next->second, step.id))
           << "compute #" << step.id << " waits for load_weights #" << next->second << "; "
           << Name(shape);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The input embedding's load brings the rows of the tokens the previous token step sampled: it
+// waits for the output layer's last micro-batch, and the first attention layer's weights are
+// not queued behind it.
+TEST(BlockScheduleTest, InputRowsLoadOnceTheBlockIsSampled) {
+  int checked = 0;
+  for (const ScheduleShape& shape : Shapes()) {
+    if (!shape.load_input_weights || shape.num_tokens < 2) continue;
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    const Order order(s);
+    const int output = s.num_layers() - 1;
+    std::map<std::tuple<int, int, int>, int> compute;
+    std::map<std::pair<int, int>, int> weights;  // (token, layer) -> its load_weights step
+    for (const Step& step : s.steps) {
+      if (step.kind == StepKind::kCompute) {
+        compute[{step.token, step.layer, step.micro_batch}] = step.id;
+      }
+      if (step.kind == StepKind::kLoadWeights) weights[{step.token, step.layer}] = step.id;
+    }
+    for (int token = 1; token < shape.num_tokens; ++token) {
+      const int rows = weights.at({token, 0});
+      const int sampled = compute.at({token - 1, output, shape.num_micro_batches - 1});
+      EXPECT_TRUE(order.Precedes(sampled, rows)) << Name(shape);
+      const auto first = weights.find({token, 1});
+      if (first != weights.end()) {
+        EXPECT_LT(first->second, rows) << Name(shape);
+      }
       ++checked;
     }
   }
@@ -219,6 +256,7 @@ Expect Semantics(const ScheduleShape& sh, const Step& st) {
   const int k = st.micro_batch;
   const int b = role == LayerRole::kAttention ? BlockOfLayer(st.layer) : 0;
   const BufferId act_home{BufferKind::kActivationHome, k};
+  const BufferId tokens{BufferKind::kTokens, 0};
   const BufferId cache_home{BufferKind::kCacheHome, b * sh.num_micro_batches + k};
   const Tag hidden_in{'h', st.token, st.layer - 1, k};
   const Tag hidden_out{'h', st.token, st.layer, k};
@@ -228,6 +266,9 @@ Expect Semantics(const ScheduleShape& sh, const Step& st) {
   const Tag cache_partial{'p', st.token, b, k};
   switch (st.kind) {
     case StepKind::kLoadWeights:
+      if (role == LayerRole::kInputEmbedding && st.token > 0) {
+        e.reads.push_back({tokens, {'t', st.token - 1, 0, 0}});
+      }
       e.writes.push_back({{BufferKind::kWeightSlot, st.weight_slot}, {'w', st.token, st.layer, 0}});
       break;
     case StepKind::kLoadActivations:
@@ -265,6 +306,9 @@ Expect Semantics(const ScheduleShape& sh, const Step& st) {
           e.writes.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_after});
         }
         e.writes.push_back({cache_home, stores ? cache_partial : cache_after});
+      }
+      if (role == LayerRole::kOutput && sh.load_input_weights) {
+        e.writes.push_back({tokens, {'t', st.token, 0, 0}});
       }
       break;
     }
