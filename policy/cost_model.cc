@@ -21,7 +21,9 @@ struct Sizes {
   double attention_stored;                           // its attention part (up to the MLP's norm)
   double attention_share;                            // the attention part's share of its GEMMs
   double output_params, output_stored, output_read;  // output projection (+ final norm)
-  double input_stored;                               // input embedding (+ positions)
+  // Bytes of the input tables' rows a token step gathers, and the disk bytes of reading them
+  // (a 4 KiB page at least per row): the prefill's and a decode step's.
+  double input_prefill, input_prefill_disk, input_decode, input_decode_disk;
   double kv_token, kv_token_fp16, act_token, head_vector;
   double layer_fp16, output_fp16;  // fp16-equivalent bytes of the matrices (4-bit expansion)
   // 4 KiB pages a decode step writes per sequence for a disk-resident cache: the executor writes
@@ -60,7 +62,16 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
         m.vocab_size * StoredRowBytes(layers[0].tensors[0], p.compress_weight, dtype);
   }
   s.output_read = s.output_params * dtype;
-  s.input_stored = StoredLayerBytes(layers[0], p.compress_weight, dtype);
+  for (const WeightTensor& t : layers[0].tensors) {
+    const bool positions = t.name == "embed_positions";
+    const double row = StoredRowBytes(t, p.compress_weight, dtype);
+    const double prefill = std::min<double>(t.rows, positions ? s.prompt : s.block * s.prompt);
+    const double decode = std::min<double>(t.rows, s.block);
+    s.input_prefill += prefill * row;
+    s.input_prefill_disk += prefill * std::max(row, kPageBytes);
+    s.input_decode += decode * row;
+    s.input_decode_disk += decode * std::max(row, kPageBytes);
+  }
   s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
   s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
   const double max_len = w.max_len();
@@ -237,11 +248,13 @@ LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
   return f;
 }
 
-// The input embedding: only its off-GPU rows' trip to the GPU.
-LayerForms InputForms(const Sizes& s, const HardwareSpec& hw) {
+// The input embedding: only the trip of its gathered rows that live off the GPU.
+LayerForms InputForms(const Sizes& s, const HardwareSpec& hw, bool prefill) {
   LayerForms f;
-  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.input_stored / (hw.h2d_gbps * kGiga));
-  f.disk_read_s.Add(kWeightDisk, s.input_stored / (hw.disk_read_gbps * kGiga));
+  const double bytes = prefill ? s.input_prefill : s.input_decode;
+  const double disk = prefill ? s.input_prefill_disk : s.input_decode_disk;
+  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, bytes / (hw.h2d_gbps * kGiga));
+  f.disk_read_s.Add(kWeightDisk, disk / (hw.disk_read_gbps * kGiga));
   // Its output, the embedded hidden states, goes to the activations' home.
   f.disk_write_wait_s = WriteWait(s, hw, {{f.disk_read_s, true, false}});
   return f;
@@ -316,7 +329,8 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
                   TransformerForms(s, plan, hardware, /*prefill=*/false),
                   OutputForms(s, plan, hardware),
                   {},
-                  InputForms(s, hardware)};
+                  InputForms(s, hardware, /*prefill=*/true),
+                  InputForms(s, hardware, /*prefill=*/false)};
   std::vector<LayerRows> rows;
   for (const WeightLayer& layer : BuildWeightLayers(model)) {
     rows.push_back(RowsOf(layer, plan.compress_weight, model.weight_dtype_bytes));
@@ -328,15 +342,15 @@ CostForms BuildCostForms(const ModelSpec& model, const Workload& workload, const
   forms.output_prefill.d2d_s =
       model.tie_word_embeddings ? split({rows[2], rows[0]}) : split({rows[2]});
   forms.output_decode = forms.output_prefill;
-  forms.input.d2d_s = split({rows[0]});
   return forms;
 }
 
 CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const ModelSpec& model,
                          const Workload& workload, const Plan& plan) {
-  auto phase = [&](const LayerForms& layer, const LayerForms& output, double steps) {
+  auto phase = [&](const LayerForms& input, const LayerForms& layer, const LayerForms& output,
+                   double steps) {
     PhaseCost c;
-    c.input = forms.input.Eval(x);
+    c.input = input.Eval(x);
     c.layer = layer.Eval(x);
     c.output = output.Eval(x);
     c.token_step_s = c.input.step_s(plan.overlap) +
@@ -346,8 +360,9 @@ CostEstimate CombineCost(const CostForms& forms, const Fractions& x, const Model
     return c;
   };
   CostEstimate e;
-  e.prefill = phase(forms.layer_prefill, forms.output_prefill, 1);
-  e.decode = phase(forms.layer_decode, forms.output_decode, workload.gen_len - 1);
+  e.prefill = phase(forms.input_prefill, forms.layer_prefill, forms.output_prefill, 1);
+  e.decode =
+      phase(forms.input_decode, forms.layer_decode, forms.output_decode, workload.gen_len - 1);
   e.block_s = e.prefill.total_s + e.decode.total_s;
   const int64_t block = plan.block_size();
   const int64_t prompts = workload.num_prompts > 0 ? workload.num_prompts : block;

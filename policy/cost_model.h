@@ -19,8 +19,11 @@
 // Decode steps are averaged over the generation (context prompt_len + gen_len / 2). A decode
 // step's new KV for a disk-resident cache is written as the executor writes it, one 4 KiB page
 // per (sequence, KV head, plane), at disk_page_write_gbps when the profile has it.
-// The input embedding's compute (a gather of a few rows) is not modelled, but its off-GPU rows
-// are copied in once per token step, as the executor does with every layer's weights.
+// The input embedding's compute (a gather of a few rows) is not modelled. Its load brings only
+// the rows of the block's tokens and positions (src/runtime/input_rows.h): at the prefill at most
+// every prompt token's, in a decode step one per sequence (fewer where tokens repeat; the model
+// counts them all, up to the tables' rows). Each gathered row is read from disk as at least a
+// 4 KiB page; the GPU-resident rows' device copies are not modelled.
 // Each disk write the store lane awaits (a micro-batch's activations, a micro-batch's new KV) also
 // waits behind the reads already on the disk: disk_write_wait_bytes from the profile, but at most
 // half the disk reads of its part of the layer (attention or MLP) — the reads left, on average,
@@ -135,7 +138,8 @@ struct CostForms {
   LayerForms layer_decode;
   LayerForms output_prefill;  // the output layer (final norm and projection, last position)
   LayerForms output_decode;
-  LayerForms input;  // the input embedding, the same in both phases
+  LayerForms input_prefill;  // the input embedding: the prompts' rows
+  LayerForms input_decode;   // one row per sequence
 };
 
 // Forms for the plan's gpu_batch_size, num_gpu_batches and flags (its percents are ignored).

@@ -10,13 +10,14 @@
 namespace strata {
 namespace {
 
-// Columns: the fractions, then the five step times.
+// Columns: the fractions, then the six step times.
 enum StepColumn {
   kPrefillLayer = kNumFractions,
   kDecodeLayer,
   kPrefillOutput,
   kDecodeOutput,
-  kInput,  // the input embedding step, the same in both phases
+  kPrefillInput,  // the input embedding steps
+  kDecodeInput,
   kNumColumns
 };
 
@@ -92,7 +93,8 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   AddStep(rows, cost.layer_decode, kDecodeLayer, overlap, weights_load);
   AddStep(rows, cost.output_prefill, kPrefillOutput, overlap, weights_load);
   AddStep(rows, cost.output_decode, kDecodeOutput, overlap, weights_load);
-  AddStep(rows, cost.input, kInput, overlap, weights_load);
+  AddStep(rows, cost.input_prefill, kPrefillInput, overlap, weights_load);
+  AddStep(rows, cost.input_decode, kDecodeInput, overlap, weights_load);
   AddCapacity(rows, memory.gpu_bytes, hardware.gpu_capacity_bytes);
   AddCapacity(rows, memory.cpu_bytes, hardware.cpu_capacity_bytes);
   AddCapacity(rows, memory.disk_bytes, hardware.disk_capacity_bytes);
@@ -110,11 +112,12 @@ Result<LpPlacement> SolvePlacementLp(const CostForms& cost, const LinearMemory& 
   objective[kPrefillOutput] = 1;
   objective[kDecodeLayer] = decode_steps * num_layers;
   objective[kDecodeOutput] = decode_steps;
-  objective[kInput] = 1 + decode_steps;
+  objective[kPrefillInput] = 1;
+  objective[kDecodeInput] = decode_steps;
   const LinearForm work =
       Work(cost.layer_prefill) * num_layers + Work(cost.output_prefill) +
       (Work(cost.layer_decode) * num_layers + Work(cost.output_decode)) * decode_steps +
-      Work(cost.input) * (1 + decode_steps);
+      Work(cost.input_prefill) + Work(cost.input_decode) * decode_steps;
   for (int i = 0; i < kNumFractions; ++i) objective[i] = kTieBreak * work.coef[i];
 
   try {

@@ -153,7 +153,7 @@ TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
   const double act = 2.0 * 2048;  // one token's hidden state, fp16
   const double attention = 4 * (2048 + 2048.0 * 2048 * 2 + 256.0 * 2048 * 2);
   const double mlp = 4 * (2048 + 5632.0 * 2048 * 3);
-  const double embed = 4 * 32000.0 * 2048;
+  const double embed = 4 * 2048.0 * 4;  // a decode step's input rows: one per sequence
   const double cache = 4 * (64 + 8 / 2) * 2 * 4 * 64 * 2.0;  // 4 sequences attend 68 slots
   const double rate = 2e9;
   HardwareSpec hw = FlexGenT4();
@@ -162,13 +162,14 @@ TEST(CostModelTest, DiskWritesWaitBehindTheReadsOfTheirPart) {
   ASSERT_GT(all_disk.activation_disk_percent(), 0);
   const Workload w{64, 8, 0};
 
-  hw.disk_write_wait_bytes = 1 << 20;  // less than any part's reads: every write waits it
+  hw.disk_write_wait_bytes = 1 << 20;  // less than a layer part's reads: every write waits it
   const double full = (1 << 20) / rate;
   CostEstimate e = EstimateCost(m, w, all_disk, hw);
   // Per micro-batch: attention stores activations and KV, the MLP activations.
   EXPECT_NEAR(e.decode.layer.disk_write_wait_s, 2 * 3 * full, 1e-12);
   EXPECT_NEAR(e.prefill.layer.disk_write_wait_s, 2 * 3 * full, 1e-12);
-  EXPECT_NEAR(e.decode.input.disk_write_wait_s, 2 * full, 1e-12);
+  // The input step reads only 4 rows, so its writes wait half of that.
+  EXPECT_NEAR(e.decode.input.disk_write_wait_s, 2 * embed / rate / 2, 1e-12);
   EXPECT_EQ(e.decode.output.disk_write_wait_s, 0);  // the output layer stores nothing
   // Latency of the store lane, not disk time: the step is still its slowest link or unit.
   const LayerTimes& t = e.decode.layer;
@@ -255,19 +256,19 @@ TEST(CostModelTest, ThroughputIsFlexGensMeasure) {
 }
 
 // A tensor split between the GPU and another tier has its GPU rows copied into the weight slot.
-// The input embedding of llama-2-7b is one tensor, so at 20% on the GPU a fifth of it (to within
-// a row) is copied every token step; at 0% and 100% nothing is; and a transformer layer at 20%
-// copies the GPU rows of the one tensor that straddles the boundary, less than the layer's 20%.
+// The output layer of llama-2-7b is its final norm and its head, so at 20% on the GPU a fifth of
+// the head (to within two rows) is copied every token step; at 0% and 100% nothing is; and a
+// transformer layer at 20% copies the GPU rows of the one tensor that straddles the boundary,
+// less than the layer's 20%. The input embedding gathers rows instead (next test).
 TEST(CostModelTest, SplitTensorsCopyTheirGpuRowsIntoTheSlot) {
   const ModelSpec m = Preset("llama-2-7b");
   HardwareSpec hw = FlexGenT4();
   hw.d2d_gbps = 100;
-  const double embedding = double(m.vocab_size) * m.hidden_size * m.weight_dtype_bytes;
+  const double head = double(m.vocab_size) * m.hidden_size * m.weight_dtype_bytes;
   const double row = double(m.hidden_size) * m.weight_dtype_bytes;
   const CostEstimate split = EstimateCost(m, {512, 32, 0}, Split(20, 80, 0, 100, 16, 4), hw);
-  EXPECT_NEAR(split.decode.input.d2d_s, 0.2 * embedding / 100e9, row / 100e9);
-  // Untied: the output's own head, after its final norm.
-  EXPECT_NEAR(split.decode.output.d2d_s, split.decode.input.d2d_s, 2 * row / 100e9);
+  EXPECT_NEAR(split.decode.output.d2d_s, 0.2 * head / 100e9, 2 * row / 100e9);
+  EXPECT_EQ(split.decode.input.d2d_s, 0);
   const double layer =
       4.0 * m.hidden_size * m.hidden_size + 3.0 * m.hidden_size * m.intermediate_size;
   EXPECT_GT(split.decode.layer.d2d_s, 0);
@@ -281,8 +282,31 @@ TEST(CostModelTest, SplitTensorsCopyTheirGpuRowsIntoTheSlot) {
   }
   hw.d2d_gbps = 0;  // absent: half the device memory bandwidth
   const CostEstimate by_memory = EstimateCost(m, {512, 32, 0}, Split(20, 80, 0, 100, 16, 4), hw);
-  EXPECT_NEAR(by_memory.decode.input.d2d_s,
-              split.decode.input.d2d_s * 100 / (hw.gpu_memory_gbps / 2), 1e-12);
+  EXPECT_NEAR(by_memory.decode.output.d2d_s,
+              split.decode.output.d2d_s * 100 / (hw.gpu_memory_gbps / 2), 1e-12);
+}
+
+// The input embedding's load brings the rows of the block's tokens (src/runtime/input_rows.h):
+// every prompt token's at the prefill (up to the table's rows) and its positions', one row per
+// sequence in a decode step; a row read from disk costs at least a 4 KiB page. Written out for
+// opt-6.7b (vocab 50272, 2050 position rows, hidden 4096, fp16) with 4 x 2 sequences.
+TEST(CostModelTest, InputEmbeddingGathersTheRowsOfTheBlocksTokens) {
+  const ModelSpec m = Preset("opt-6.7b");
+  ASSERT_EQ(m.position_embedding_rows, 2050);
+  const HardwareSpec hw = FlexGenT4();
+  const double row = 4096.0 * 2, h2d = hw.h2d_gbps * 1e9, disk = hw.disk_read_gbps * 1e9;
+  const CostEstimate cpu = EstimateCost(m, {512, 32, 0}, Split(0, 100, 100, 0, 4, 2), hw);
+  EXPECT_NEAR(cpu.prefill.input.h2d_s, (8 * 512 + 512) * row / h2d, 1e-12);
+  EXPECT_NEAR(cpu.decode.input.h2d_s, (8 + 8) * row / h2d, 1e-12);
+  EXPECT_EQ(cpu.decode.input.disk_read_s, 0);
+  const CostEstimate on_disk = EstimateCost(m, {512, 32, 0}, Split(0, 0, 100, 0, 4, 2), hw);
+  EXPECT_NEAR(on_disk.decode.input.disk_read_s, (8 + 8) * row / disk, 1e-12);
+  // A block of more prompt tokens than the vocabulary reads each row of the table once.
+  const CostEstimate big = EstimateCost(m, {2000, 32, 0}, Split(0, 100, 100, 0, 16, 2), hw);
+  EXPECT_NEAR(big.prefill.input.h2d_s, (50272 + 2000) * row / h2d, 1e-12);
+  // Nothing moves when the weights are all on the GPU.
+  const CostEstimate gpu = EstimateCost(m, {512, 32, 0}, Split(100, 0, 100, 0, 4, 2), hw);
+  EXPECT_EQ(gpu.prefill.input.h2d_s + gpu.decode.input.h2d_s, 0);
 }
 
 }  // namespace
