@@ -245,6 +245,12 @@ LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
   f.gpu_gemm_s.constant = GemmSeconds(
       s, 2 * s.block * s.output_params / (hw.gpu_decode_tflops * kTera), s.output_read, hw);
   if (p.compress_weight) f.gpu_dequant_s.constant = s.output_fp16 / (hw.gpu_dequant_gbps * kGiga);
+  // Its weights load before it computes, and the next token step's first attention layer, whose
+  // weights take the same slot, loads only after it (cost_model.h).
+  if (p.overlap) {
+    const LinearForm compute = f.gpu_gemm_s + f.gpu_dequant_s;
+    f.slot_chains = {f.disk_read_s + compute, f.h2d_s + compute};
+  }
   return f;
 }
 

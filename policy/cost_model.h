@@ -43,6 +43,10 @@
 //   second, and all of the part's compute (one slot's cycle);
 //   both parts' weights and first inputs, and their micro-batches after the second (the load
 //   lane waiting for the compute lane).
+// The output layer's weights take the slot of the next token step's first attention layer (the
+// scheduling layers are even in number), so the output layer's weights load, then it computes,
+// and only then do that attention's weights load: the output step is at least its weights' trip
+// plus its compute, on each link.
 // Where compute is short beside the loads (a GPU) they stay below the slowest lane; where the
 // two are alike (the CPU build's emulated device, CPU attention) they bind: slot_chain_s, "weight
 // slots". With every weight on the GPU there are no slots and no chains, so the chains are not
@@ -129,7 +133,8 @@ struct LayerForms {
   WriteWaitForm disk_write_wait_s;
   SplitCopyForm d2d_s;
   std::vector<LinearForm> slot_chains;  // the weight slots' chains, where some weights load;
-                                        // empty but for the transformer layer with overlap
+                                        // empty but for the transformer and output layers
+                                        // with overlap
   LayerTimes Eval(const Fractions& x) const;
 };
 

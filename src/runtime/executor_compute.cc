@@ -116,7 +116,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, LaneRecord& recor
     STRATA_CHECK(t.on_gpu() || slot != nullptr);
     const uint8_t* chunk = t.on_gpu() ? tiers_.At(t.gpu_home) : slot + t.slot_offset;
     if (layer == 0 && t.slot_offset >= 0) {  // the step's rows, in one chunk
-      const long n = static_cast<long>(GatheredRows(t).size());
+      const long n = static_cast<long>(input_rows_.of(t).size());
       const auto* params =
           reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
       kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, out);
@@ -179,16 +179,11 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
     if (t.slot_offset < 0) continue;
     STRATA_CHECK(input_rows_token_ == step.token);
     const bool positions = t.model_field == &ModelWeights::position_embedding;
-    const std::vector<int32_t>& rows = GatheredRows(t);
+    const std::vector<int32_t>& rows = input_rows_.of(t);
     for (int32_t& r : positions ? position_rows : token_rows) r = RowIndex(rows, r);
     (positions ? position_table : token_table).shape[0] = static_cast<int64_t>(rows.size());
   }
   transformer_.EmbedRows(token_rows, position_rows, token_table, position_table, hidden);
-}
-
-const std::vector<int32_t>& BlockCompute::GatheredRows(const PlacedTensor& t) const {
-  return t.model_field == &ModelWeights::position_embedding ? input_rows_.positions
-                                                            : input_rows_.tokens;
 }
 
 void BlockCompute::BuildRows(const Step& step, int block, int rows) {

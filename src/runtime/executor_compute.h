@@ -63,8 +63,6 @@ class BlockCompute {
 
  private:
   void Input(const Step& step, BlockRun& run, float* hidden);
-  // The rows of input tensor `t` in input_rows_: the step's tokens or positions.
-  const std::vector<int32_t>& GatheredRows(const PlacedTensor& t) const;
   void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
   // Smoothed keys (plan.smooth_keys()): at the prefill fits the micro-batch's smoothing of
   // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into

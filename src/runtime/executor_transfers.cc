@@ -138,8 +138,7 @@ Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, LaneReco
   std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.input().tensors) {
     if (t.slot_offset < 0) continue;
-    const std::vector<int32_t>& ids =
-        t.model_field == &ModelWeights::position_embedding ? rows.positions : rows.tokens;
+    const std::vector<int32_t>& ids = rows.of(t);
     const long cols = static_cast<long>(t.source.dim(1));
     // A row is one plane, or two for 4 bits (codes, params), and a chunk of n rows holds each
     // plane's n rows in turn (PlacedTensor::q4).

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "src/memory/weight_placement.h"
 #include "src/runtime/executor_sequences.h"
 #include "src/runtime/generator.h"
 
@@ -17,6 +18,11 @@ namespace strata {
 struct InputRows {
   std::vector<int32_t> tokens;     // token-table rows, sorted and distinct
   std::vector<int32_t> positions;  // position-table rows (position + offset), sorted, distinct
+
+  // The rows of input tensor `t`: the positions' for the position table, else the tokens'.
+  const std::vector<int32_t>& of(const PlacedTensor& t) const {
+    return t.model_field == &ModelWeights::position_embedding ? positions : tokens;
+  }
 };
 
 // The rows of token step `token` (0: the prefill) of the block `requests` (prompts left-padded to

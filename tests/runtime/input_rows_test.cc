@@ -102,7 +102,7 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   int tables = 0;
   for (const PlacedTensor& t : p->weights.input().tensors) {
     ASSERT_GE(t.slot_offset, 0) << t.name;
-    const bool positions = t.model_field == &ModelWeights::position_embedding;
+    const bool positions = t.name == "embed_positions";
     (positions ? rows.positions : rows.tokens) = EdgeRows(t);
     want_bytes += (positions ? rows.positions : rows.tokens).size() * t.row_bytes;
     ++tables;
@@ -121,8 +121,7 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   EXPECT_EQ(moved, want_bytes);
   const uint8_t* slot = (*tiers)->At(p->weight_slots[1]);
   for (const PlacedTensor& t : p->weights.input().tensors) {
-    const bool positions = t.model_field == &ModelWeights::position_embedding;
-    const std::vector<int32_t>& ids = positions ? rows.positions : rows.tokens;
+    const std::vector<int32_t>& ids = t.name == "embed_positions" ? rows.positions : rows.tokens;
     const uint8_t* at = slot + t.slot_offset;
     const long cols = static_cast<long>(t.source.dim(1));
     for (size_t i = 0; i < ids.size(); ++i) {
