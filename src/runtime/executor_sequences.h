@@ -13,7 +13,9 @@
 
 namespace strata {
 
-// Thread-compatible: one caller (Generator, or the executor's compute lane) while a block runs.
+// Thread-compatible: one caller (Generator, or the executor's compute lane) while a block runs;
+// the executor's load lane also reads last_token() to gather the input embedding's rows, once the
+// schedule has ordered it after the output layer's sampling and before the next one.
 class BlockSequences {
  public:
   // REQUIRES: `block` and `tokenizer` outlive this object.
