@@ -169,6 +169,11 @@ void PrintTimes(std::ostream& out, const PlanEvaluation& e) {
   std::snprintf(line, sizeof(line), "  %-16s %24s %24s\n", "bottleneck", p.Bottleneck().c_str(),
                 d.Bottleneck().c_str());
   out << line;
+  const PhaseCost& pc = e.cost.prefill;
+  const PhaseCost& dc = e.cost.decode;
+  row("input step", pc.input.step_s(e.plan.overlap), dc.input.step_s(e.plan.overlap));
+  row("output step", pc.output.step_s(e.plan.overlap), dc.output.step_s(e.plan.overlap));
+  row("token step", pc.token_step_s, dc.token_step_s);
 }
 
 void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* search) {
@@ -186,7 +191,8 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
       << PlanToString(e.plan) << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
   out << "\nMemory per tier\n";
   PrintMemory(out, e, in.hardware);
-  out << "\nPredicted time per layer step (one transformer layer, all micro-batches)\n";
+  out << "\nPredicted time per layer step (one transformer layer, all micro-batches), and of the\n"
+         "input embedding's and output layer's steps and a whole token step\n";
   PrintTimes(out, e);
   const CostEstimate& c = e.cost;
   char line[256];
@@ -284,11 +290,13 @@ nlohmann::ordered_json ReportJson(const Inputs& in, const PlanEvaluation& e,
                     {{"input", LayerJson(c.prefill.input, e.plan.overlap)},
                      {"layer", LayerJson(c.prefill.layer, e.plan.overlap)},
                      {"output", LayerJson(c.prefill.output, e.plan.overlap)},
+                     {"token_step_s", c.prefill.token_step_s},
                      {"total_s", c.prefill.total_s}}},
                    {"decode",
                     {{"input", LayerJson(c.decode.input, e.plan.overlap)},
                      {"layer", LayerJson(c.decode.layer, e.plan.overlap)},
                      {"output", LayerJson(c.decode.output, e.plan.overlap)},
+                     {"token_step_s", c.decode.token_step_s},
                      {"total_s", c.decode.total_s}}},
                    {"block_s", c.block_s},
                    {"num_blocks", c.num_blocks},

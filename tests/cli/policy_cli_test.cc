@@ -95,6 +95,39 @@ TEST_F(PolicyCliTest, PlanNamesTheWeightSlotsWhereTheirChainSetsTheStep) {
   EXPECT_NE(ReadFile(Path("plan.txt")).find("weight slots"), std::string::npos);
 }
 
+// The table and the JSON show the input embedding's and the output layer's steps beside the
+// transformer layer's, and the token step they add up to. Llama-2-7B's weights on the CPU of a
+// T4: the output layer's weights (its 262 MB head) come in, then it computes (its chain).
+TEST_F(PolicyCliTest, PlanShowsTheInputOutputAndTokenSteps) {
+  const std::string args =
+      "plan --model llama-2-7b --hardware t4 --prompt-len 512 --gen-len 32 --percent 0 100 100 0 "
+      "100 0 --gpu-batch-size 8 --num-gpu-batches 2";
+  const CliResult r = RunKeepingStdout(args + " --json", "plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json time = nlohmann::json::parse(ReadFile(Path("plan.json")))["time"];
+  for (const char* phase : {"prefill", "decode"}) {
+    const nlohmann::json& t = time[phase];
+    EXPECT_NEAR(t["token_step_s"].get<double>(),
+                t["input"]["step_s"].get<double>() + 32 * t["layer"]["step_s"].get<double>() +
+                    t["output"]["step_s"].get<double>(),
+                1e-12)
+        << phase;
+    const nlohmann::json& out = t["output"];
+    EXPECT_NEAR(out["slot_chain_s"].get<double>(),
+                out["h2d_s"].get<double>() + out["gpu_gemm_s"].get<double>(), 1e-12)
+        << phase;
+    EXPECT_GE(out["step_s"].get<double>(), out["slot_chain_s"].get<double>()) << phase;
+  }
+  EXPECT_NEAR(time["decode"]["total_s"].get<double>(),
+              31 * time["decode"]["token_step_s"].get<double>(), 1e-9);
+  const CliResult table = RunKeepingStdout(args, "plan.txt");
+  ASSERT_EQ(table.exit_code, 0) << table.stderr_text;
+  const std::string text = ReadFile(Path("plan.txt"));
+  for (const char* row : {"input step", "output step", "token step"}) {
+    EXPECT_NE(text.find(row), std::string::npos) << row << "\n" << text;
+  }
+}
+
 TEST_F(PolicyCliTest, PlanOnAMissingModelPathSaysSo) {
   const CliResult r = RunStrata("plan --model " + Path("no/such/model.gguf") +
                                 " --hardware t4 --prompt-len 16 --gen-len 8");
@@ -294,7 +327,7 @@ TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
     ASSERT_TRUE(t["predicted_s"].is_number()) << t;
     EXPECT_GE(t["predicted_s"].get<double>(), 0) << t;
     if (layer == "input" && lane == "load") {
-      // The embedding's rows live on the CPU and are copied in at every token step.
+      // The embedding lives on the CPU; the rows of the block's tokens come in every token step.
       EXPECT_GT(t["predicted_s"].get<double>(), 0) << t;
       EXPECT_GT(t["measured_s"].get<double>(), 0) << t;
     }
