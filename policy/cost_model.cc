@@ -104,6 +104,13 @@ double GemmSeconds(const Sizes& s, double flops_s, double weight_bytes, const Ha
   return s.nb * std::max(per_batch_s, memory_s);
 }
 
+// Adds bytes that live on the CPU or disk to a copy link: those on the CPU (fraction cpu of a
+// family) at cpu_s seconds per byte, those on disk at disk_s.
+void OffGpuCopy(LinearForm& f, Fraction cpu, Fraction disk, double bytes, double cpu_s,
+                double disk_s) {
+  f.Add(cpu, bytes * cpu_s).Add(disk, bytes * disk_s);
+}
+
 // Adds bytes that live on the CPU or disk (fractions cpu and disk of a family) to a link.
 void OffGpu(LinearForm& f, Fraction cpu, Fraction disk, double bytes_per_s_unit) {
   f.Add(cpu, bytes_per_s_unit).Add(disk, bytes_per_s_unit);
@@ -150,21 +157,28 @@ std::vector<LinearForm> SlotChains(const PartForms& attention, const PartForms& 
 LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& hw, bool prefill) {
   const double tokens = prefill ? s.prompt : 1;  // new tokens per sequence in this step
   const double h2d = 1 / (hw.h2d_gbps * kGiga), d2h = 1 / (hw.d2h_gbps * kGiga);
+  // The emulated device's copies of CPU-resident bytes beside GEMMs that stream the layer's
+  // weights from memory. (Disk-resident bytes leave the disk ring while its next reads are in
+  // flight, at the disk's pace.)
+  const bool beside = hw.copy_beside_gemm_gbps > 0 &&
+                      (hw.gpu_cache_bytes <= 0 || s.layer_read > hw.gpu_cache_bytes);
+  const double h2d_cpu = beside ? 1 / (hw.copy_beside_gemm_gbps * kGiga) : h2d;
+  const double d2h_cpu = beside ? 1 / (hw.copy_beside_gemm_gbps * kGiga) : d2h;
   const double rd = 1 / (hw.disk_read_gbps * kGiga), wr = 1 / (hw.disk_write_gbps * kGiga);
   const double acts = s.block * tokens * s.act_token;  // hidden states in and out of the layer
   const double new_kv = s.block * tokens * s.kv_token;
   LayerForms f;
 
   // Weights: fetched once per layer step for all micro-batches.
-  OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.layer_stored * h2d);
+  OffGpuCopy(f.h2d_s, kWeightCpu, kWeightDisk, s.layer_stored, h2d_cpu, h2d);
   f.disk_read_s.Add(kWeightDisk, s.layer_stored * rd);
   // Activations: each micro-batch's input comes in and its output goes home.
-  OffGpu(f.h2d_s, kActivationCpu, kActivationDisk, acts * h2d);
-  OffGpu(f.d2h_s, kActivationCpu, kActivationDisk, acts * d2h);
+  OffGpuCopy(f.h2d_s, kActivationCpu, kActivationDisk, acts, h2d_cpu, h2d);
+  OffGpuCopy(f.d2h_s, kActivationCpu, kActivationDisk, acts, d2h_cpu, d2h);
   f.disk_read_s.Add(kActivationDisk, acts * rd);
   f.disk_write_s.Add(kActivationDisk, acts * wr);
   // New K and V go to their home.
-  OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, new_kv * d2h);
+  OffGpuCopy(f.d2h_s, kCacheCpu, kCacheDisk, new_kv, d2h_cpu, d2h);
   if (prefill || hw.disk_page_write_gbps <= 0) {
     f.disk_write_s.Add(kCacheDisk, new_kv * wr);
   } else {
@@ -193,12 +207,13 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   // The parts' weights; each part loads its micro-batches' hidden states.
   PartForms a, m;
   a.weights_disk.Add(kWeightDisk, s.attention_stored * rd);
-  OffGpu(a.weights_h2d, kWeightCpu, kWeightDisk, s.attention_stored * h2d);
+  OffGpuCopy(a.weights_h2d, kWeightCpu, kWeightDisk, s.attention_stored, h2d_cpu, h2d);
   m.weights_disk.Add(kWeightDisk, (s.layer_stored - s.attention_stored) * rd);
-  OffGpu(m.weights_h2d, kWeightCpu, kWeightDisk, (s.layer_stored - s.attention_stored) * h2d);
+  OffGpuCopy(m.weights_h2d, kWeightCpu, kWeightDisk, (s.layer_stored - s.attention_stored), h2d_cpu,
+             h2d);
   for (PartForms* part : {&a, &m}) {
     part->inputs_disk.Add(kActivationDisk, acts * rd);
-    OffGpu(part->inputs_h2d, kActivationCpu, kActivationDisk, acts * h2d);
+    OffGpuCopy(part->inputs_h2d, kActivationCpu, kActivationDisk, acts, h2d_cpu, h2d);
   }
   a.expansion.constant = weight_dequant_s * s.attention_share;
   m.expansion.constant = weight_dequant_s * (1 - s.attention_share);
@@ -223,13 +238,13 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
       f.gpu_attention_s.Add(kCacheGpu, cache / gpu_rate);
       OffGpu(f.cpu_attention_s, kCacheCpu, kCacheDisk, cache / cpu_rate);
       // Queries go to the CPU and attention outputs come back for the CPU-attended rows.
-      OffGpu(f.d2h_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * d2h);
-      OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
-      OffGpu(a.inputs_h2d, kCacheCpu, kCacheDisk, s.block * s.head_vector * h2d);
+      OffGpuCopy(f.d2h_s, kCacheCpu, kCacheDisk, s.block * s.head_vector, d2h_cpu, d2h);
+      OffGpuCopy(f.h2d_s, kCacheCpu, kCacheDisk, s.block * s.head_vector, h2d_cpu, h2d);
+      OffGpuCopy(a.inputs_h2d, kCacheCpu, kCacheDisk, s.block * s.head_vector, h2d_cpu, h2d);
     } else {
       f.gpu_attention_s.constant = cache / gpu_rate;
-      OffGpu(f.h2d_s, kCacheCpu, kCacheDisk, cache * h2d);
-      OffGpu(a.inputs_h2d, kCacheCpu, kCacheDisk, cache * h2d);
+      OffGpuCopy(f.h2d_s, kCacheCpu, kCacheDisk, cache, h2d_cpu, h2d);
+      OffGpuCopy(a.inputs_h2d, kCacheCpu, kCacheDisk, cache, h2d_cpu, h2d);
     }
   }
   a.batches += f.gpu_attention_s + f.cpu_attention_s;

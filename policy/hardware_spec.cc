@@ -49,6 +49,9 @@ Status HardwareSpec::Validate() const {
   if (status.ok() && disk_page_write_gbps < 0) {
     status = Status::InvalidArgument("disk_page_write_gbps must be positive or absent");
   }
+  if (status.ok() && copy_beside_gemm_gbps < 0) {
+    status = Status::InvalidArgument("copy_beside_gemm_gbps must be positive or absent");
+  }
   if (status.ok() && disk_write_wait_bytes < 0) {
     status = Status::InvalidArgument("disk_write_wait_bytes must be non-negative or absent");
   }
@@ -70,6 +73,7 @@ Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::s
   reader.Int("cpu_cores", &spec.cpu_cores, 0);
   reader.OptionalDouble("d2d_gbps", &spec.d2d_gbps, /*positive=*/true);
   reader.OptionalDouble("disk_page_write_gbps", &spec.disk_page_write_gbps, /*positive=*/true);
+  reader.OptionalDouble("copy_beside_gemm_gbps", &spec.copy_beside_gemm_gbps, /*positive=*/true);
   reader.OptionalInt64("disk_write_wait_bytes", &spec.disk_write_wait_bytes, 0);
   reader.OptionalInt64("gpu_cache_bytes", &spec.gpu_cache_bytes, 1);
   reader.OptionalBool("gpu_emulated", &spec.gpu_emulated);
@@ -109,6 +113,10 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
   }
   if (spec.disk_page_write_gbps > 0) {
     out << "disk_page_write_gbps: " << policy_internal::FormatDouble(spec.disk_page_write_gbps)
+        << "\n";
+  }
+  if (spec.copy_beside_gemm_gbps > 0) {
+    out << "copy_beside_gemm_gbps: " << policy_internal::FormatDouble(spec.copy_beside_gemm_gbps)
         << "\n";
   }
   if (spec.disk_write_wait_bytes > 0) {

@@ -36,6 +36,12 @@ struct HardwareSpec {
   // a queue depth of them per submission: the executor's decode cache writes (one page per KV row
   // and plane). 0 charges those writes as their bytes at disk_write_gbps (FlexGen's model).
   double disk_page_write_gbps = 0;
+  // Optional (0: not measured; a GPU's DMA copies take no core and no host memory bandwidth from
+  // its GEMMs). The emulated device's copy rate (memcpy, either direction) while its GEMMs
+  // stream weights from host memory beside it: both share the memory bus. The cost model charges
+  // it to the copies beside a transformer layer whose weights do not fit in gpu_cache_bytes (its
+  // GEMMs then stream them).
+  double copy_beside_gemm_gbps = 0;
   // Optional (0: none). The read bytes an awaited write submission waits behind while strata's
   // reads stream at their queue depth (its extra time times the read rate): a disk that serves
   // requests in arrival order puts each write behind the reads already on it (the development VM's
@@ -82,9 +88,10 @@ struct HardwareSpec {
 };
 
 // YAML with one key per field (every key required except description, d2d_gbps,
-// disk_page_write_gbps, disk_write_wait_bytes, gpu_cache_bytes and the *_emulated flags, which
-// default to empty, 0, 0, 0, 0 and false; a present d2d_gbps, disk_page_write_gbps or
-// gpu_cache_bytes must be positive, a present disk_write_wait_bytes non-negative). Zero or negative
+// disk_page_write_gbps, copy_beside_gemm_gbps, disk_write_wait_bytes, gpu_cache_bytes and the
+// *_emulated flags, which default to empty, 0, 0, 0, 0, 0 and false; a present d2d_gbps,
+// disk_page_write_gbps, copy_beside_gemm_gbps or gpu_cache_bytes must be positive, a present
+// disk_write_wait_bytes non-negative). Zero or negative
 // capacities or rates, missing or unknown keys, and a document that is not a map are errors naming
 // the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);

@@ -57,6 +57,8 @@ void MeasureEmulatedDevice(int64_t available_host_bytes, HardwareSpec& hw) {
   // Its memory bandwidth is the rate at which the CPU GEMMs stream weights, not the host's plain
   // read rate.
   hw.gpu_memory_gbps = profile::GemmWeightStreamGbps();
+  // Its copies share the memory bus with those GEMMs while they overlap.
+  hw.copy_beside_gemm_gbps = profile::MemcpyBesideGemmGbps();
   hw.gpu_cache_bytes = profile::LastLevelCacheBytes();
   Announce("attention");
   hw.gpu_attention_gbps = hw.cpu_attention_gbps;
@@ -148,19 +150,20 @@ int ProfileCommand(const ProfileOptions& o) {
                      disk_text;
   } else {
     MeasureEmulatedDevice(available, hw);
-    hw.description = "measured by strata profile on " + HostName() + " without a GPU (" +
-                     no_device +
-                     "): device numbers are the CPU build's emulated device (host arena of " +
-                     std::to_string(int(kDeviceShare * 100)) +
-                     "% of available memory, memcpy copy thread, fp32 CPU kernels, memory "
-                     "bandwidth as the GEMM streams weights); " +
-                     disk_text;
+    hw.description =
+        "measured by strata profile on " + HostName() + " without a GPU (" + no_device +
+        "): device numbers are the CPU build's emulated device (host arena of " +
+        std::to_string(int(kDeviceShare * 100)) +
+        "% of available memory, memcpy copy thread, also timed beside the GEMMs' weight "
+        "stream, fp32 CPU kernels, memory bandwidth as the GEMM streams weights); " +
+        disk_text;
   }
-  for (double* rate : {&hw.h2d_gbps, &hw.d2h_gbps, &hw.d2d_gbps, &hw.disk_read_gbps,
-                       &hw.disk_write_gbps, &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops,
-                       &hw.gpu_decode_tflops, &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
-                       &hw.gpu_attention_gbps, &hw.gpu_attention_q4_gbps, &hw.gpu_dequant_gbps,
-                       &hw.cpu_memory_gbps, &hw.cpu_attention_gbps, &hw.cpu_attention_q4_gbps}) {
+  for (double* rate :
+       {&hw.h2d_gbps, &hw.d2h_gbps, &hw.d2d_gbps, &hw.copy_beside_gemm_gbps, &hw.disk_read_gbps,
+        &hw.disk_write_gbps, &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops,
+        &hw.gpu_decode_tflops, &hw.gpu_memory_gbps, &hw.gpu_attention_prefill_tflops,
+        &hw.gpu_attention_gbps, &hw.gpu_attention_q4_gbps, &hw.gpu_dequant_gbps,
+        &hw.cpu_memory_gbps, &hw.cpu_attention_gbps, &hw.cpu_attention_q4_gbps}) {
     *rate = Round4(*rate);
   }
   Status valid = hw.Validate();

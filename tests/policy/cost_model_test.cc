@@ -286,6 +286,32 @@ TEST(CostModelTest, SplitTensorsCopyTheirGpuRowsIntoTheSlot) {
               split.decode.output.d2d_s * 100 / (hw.gpu_memory_gbps / 2), 1e-12);
 }
 
+// The emulated device's copies share the host's memory bus with its GEMMs: beside a transformer
+// layer whose weights do not fit in the device cache they run at the profile's
+// copy_beside_gemm_gbps, both ways; beside one that fits, and for the output layer's weights
+// (loaded beside the last layer), at h2d_gbps. Written out for tinyllama-1.1b in fp32 (a 176 MB
+// layer) with its weights and activations on the CPU.
+TEST(CostModelTest, EmulatedCopiesBesideStreamingGemmsRunAtTheirOwnRate) {
+  ModelSpec m = Preset("tinyllama-1.1b");
+  m.weight_dtype_bytes = 4;
+  const double layer = 4 * (2 * 2048 + 2048.0 * 2048 * 2 + 256.0 * 2048 * 2 + 5632.0 * 2048 * 3);
+  const double head = 4 * 32000.0 * 2048 + 4 * 2048;  // lm_head and the final norm
+  HardwareSpec hw = FlexGenT4();
+  hw.h2d_gbps = 10;
+  hw.copy_beside_gemm_gbps = 4;
+  hw.gpu_cache_bytes = 32 << 20;
+  const Plan p = PlanFromFlexGenPercent({0, 100, 100, 0, 100, 0}, 2, 2).value();
+  const Workload w{64, 8, 0};
+  CostEstimate e = EstimateCost(m, w, p, hw);
+  EXPECT_NEAR(e.decode.layer.h2d_s, layer / 4e9, 1e-12);
+  EXPECT_NEAR(e.decode.output.h2d_s, head / 10e9, 1e-12);
+  hw.gpu_cache_bytes = int64_t{1} << 30;  // the layer fits: its GEMMs stream nothing
+  EXPECT_NEAR(EstimateCost(m, w, p, hw).decode.layer.h2d_s, layer / 10e9, 1e-12);
+  hw.gpu_cache_bytes = 32 << 20;
+  hw.copy_beside_gemm_gbps = 0;  // not measured (a GPU)
+  EXPECT_NEAR(EstimateCost(m, w, p, hw).decode.layer.h2d_s, layer / 10e9, 1e-12);
+}
+
 // The input embedding's load brings the rows of the block's tokens (src/runtime/input_rows.h):
 // every prompt token's at the prefill (up to the table's rows) and its positions', one row per
 // sequence in a decode step; a row read from disk costs at least a 4 KiB page. Written out for

@@ -84,20 +84,25 @@ TEST(HardwareSpecTest, EmulatedFlagsRoundTrip) {
   EXPECT_FALSE(back->d2h_emulated);
 }
 
-// disk_page_write_gbps and d2d_gbps: absent from FlexGen's profile (0), written back when set, and
-// a present one must be a positive number.
+// disk_page_write_gbps, d2d_gbps and copy_beside_gemm_gbps: absent from FlexGen's profile (0),
+// written back when set, and a present one must be a positive number.
 TEST(HardwareSpecTest, OptionalRatesArePositive) {
-  for (const std::string key : {"disk_page_write_gbps", "d2d_gbps"}) {
+  const auto rate_of = [](const std::string& key, HardwareSpec& hw) -> double& {
+    return key == "d2d_gbps"                ? hw.d2d_gbps
+           : key == "copy_beside_gemm_gbps" ? hw.copy_beside_gemm_gbps
+                                            : hw.disk_page_write_gbps;
+  };
+  for (const std::string key : {"disk_page_write_gbps", "d2d_gbps", "copy_beside_gemm_gbps"}) {
     Result<HardwareSpec> hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
     ASSERT_TRUE(hw.ok());
-    double& rate = key == "d2d_gbps" ? hw->d2d_gbps : hw->disk_page_write_gbps;
+    double& rate = rate_of(key, *hw);
     EXPECT_EQ(rate, 0) << key;
     EXPECT_EQ(T4FlexGenText().find(key), std::string::npos);
     rate = 0.021;
     const std::string with = HardwareSpecToYaml(*hw);
     Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
     ASSERT_TRUE(back.ok()) << back.status().ToString();
-    EXPECT_DOUBLE_EQ(key == "d2d_gbps" ? back->d2d_gbps : back->disk_page_write_gbps, 0.021);
+    EXPECT_DOUBLE_EQ(rate_of(key, *back), 0.021) << key;
     EXPECT_NE(
         Error(Replace(with, key + ": 0.021", key + ": 0")).find("'" + key + "' must be positive"),
         std::string::npos);

@@ -87,21 +87,49 @@ double GemmTflops(int rows) {
   return 2.0 * rows * n * k / s / 1e12;
 }
 
+namespace {
+
+// GEMMs of 2 rows against 4096 x 4096 weight matrices taken in turn from 512 MiB of them, so that
+// no matrix is still in the caches (as the executor's decode GEMMs go through every layer's
+// weights before they come back to the first).
+class WeightStream {
+ public:
+  static constexpr int kRows = 2, kN = 4096, kK = 4096;
+  static constexpr size_t kMatrix = size_t(kN) * kK;
+  static constexpr size_t kMatrices = (size_t{512} << 20) / (kMatrix * sizeof(float));
+
+  WeightStream()
+      : a_(RandomFloats(size_t(kRows) * kK)),
+        w_(kMatrix * kMatrices, 0.01f),
+        c_(size_t(kRows) * kN) {}
+  void Next() {
+    const float* b = w_.data() + (next_++ % kMatrices) * kMatrix;
+    kernels::cpu::GemmNT(kRows, kN, kK, a_.data(), b, c_.data(), kN, false);
+  }
+
+ private:
+  std::vector<float> a_, w_, c_;
+  size_t next_ = 0;
+};
+
+}  // namespace
+
 double GemmWeightStreamGbps() {
-  const int rows = 2, n = 4096, k = 4096;
-  const size_t matrix = size_t(n) * k;
-  const size_t matrices = (size_t{512} << 20) / (matrix * sizeof(float));
-  const std::vector<float> a = RandomFloats(size_t(rows) * k);
-  const std::vector<float> w(matrix * matrices, 0.01f);
-  std::vector<float> c(size_t(rows) * n);
-  size_t next = 0;
-  const double s = TimePerCall(
-      [&] {
-        const float* b = w.data() + (next++ % matrices) * matrix;
-        kernels::cpu::GemmNT(rows, n, k, a.data(), b, c.data(), n, false);
-      },
-      1.0);
-  return matrix * sizeof(float) / s / 1e9;
+  WeightStream stream;
+  const double s = TimePerCall([&] { stream.Next(); }, 1.0);
+  return WeightStream::kMatrix * sizeof(float) / s / 1e9;
+}
+
+double MemcpyBesideGemmGbps() {
+  WeightStream stream;
+  std::atomic<bool> stop{false};
+  std::thread gemm([&] {
+    while (!stop.load(std::memory_order_relaxed)) stream.Next();
+  });
+  const double gbps = MemcpyGbps();
+  stop = true;
+  gemm.join();
+  return gbps;
 }
 
 double DecodeAttentionGbps() {

@@ -14,6 +14,9 @@ namespace strata::profile {
 double HostReadGbps();
 // One thread's memcpy bandwidth: what the CPU build's emulated device copy thread moves.
 double MemcpyGbps();
+// MemcpyGbps while a second thread runs GemmWeightStreamGbps' GEMMs: the emulated device's
+// copies beside its compute, both on the host's memory bus.
+double MemcpyBesideGemmGbps();
 // fp32 GEMM (kernels/cpu/gemm.h, BLAS) at a prefill shape (512 x 4096 x 4096) and a decode shape
 // (16 x 4096 x 4096), all cores.
 double GemmTflops(int rows);
