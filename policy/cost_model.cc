@@ -209,7 +209,7 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
   a.weights_disk.Add(kWeightDisk, s.attention_stored * rd);
   OffGpuCopy(a.weights_h2d, kWeightCpu, kWeightDisk, s.attention_stored, h2d_cpu, h2d);
   m.weights_disk.Add(kWeightDisk, (s.layer_stored - s.attention_stored) * rd);
-  OffGpuCopy(m.weights_h2d, kWeightCpu, kWeightDisk, (s.layer_stored - s.attention_stored), h2d_cpu,
+  OffGpuCopy(m.weights_h2d, kWeightCpu, kWeightDisk, s.layer_stored - s.attention_stored, h2d_cpu,
              h2d);
   for (PartForms* part : {&a, &m}) {
     part->inputs_disk.Add(kActivationDisk, acts * rd);

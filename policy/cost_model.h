@@ -14,6 +14,9 @@
 // gpu_memory_gbps (a roofline); a layer that fits in gpu_cache_bytes is read from memory once
 // per layer step. Disk traffic is staged through pinned memory, so a disk-resident byte costs a
 // disk read and an h2d copy.
+// The CPU build's emulated device copies with memcpy over the memory bus its GEMMs stream
+// weights over: beside a transformer layer too big for gpu_cache_bytes, copies of CPU-resident
+// bytes run at the profile's copy_beside_gemm_gbps where it has one.
 // 4-bit weights are expanded once per layer per block (not once per micro-batch, as FlexGen
 // does); the 4-bit cache is read directly by the attention kernels at their own rates.
 // Decode steps are averaged over the generation (context prompt_len + gen_len / 2). A decode
