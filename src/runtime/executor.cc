@@ -108,10 +108,9 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
   switch (step.kind) {
     case StepKind::kLoadWeights:
       if (RoleOfLayer(step.layer, blocks) == LayerRole::kInputEmbedding) {
-        return transfers_.GatherInputRows(
-            BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
-                           position_offset_),
-            step.weight_slot, record);
+        run.input_rows = BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
+                                        position_offset_);
+        return transfers_.GatherInputRows(run.input_rows, step.weight_slot, record);
       }
       return transfers_.LoadWeights(PlacedLayerOf(step, blocks),
                                     RoleOfLayer(step.layer, blocks) == LayerRole::kMlp ? 1 : 0,

@@ -65,12 +65,7 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& 
                                               : tiers_.At(a.homes[static_cast<size_t>(k)].gpu));
   const int slot = std::max(step.weight_slot, 0);
   const StepInput& in = run.inputs[static_cast<size_t>(k)];
-  if (step.layer == 0 && k == 0 && p_.weights.input().slot_bytes() > 0) {
-    input_rows_ = BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
-                                 model_.config().position_offset);
-    input_rows_token_ = step.token;
-  }
-  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, record);
+  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, run, record);
   switch (RoleOfLayer(step.layer, blocks)) {
     case LayerRole::kInputEmbedding:
       Input(step, run, hidden);
@@ -88,7 +83,8 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& 
   }
 }
 
-void BlockCompute::ExpandWeights(const Step& step, int blocks, LaneRecord& record) {
+void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& run,
+                                 LaneRecord& record) {
   const LayerRole role = RoleOfLayer(step.layer, blocks);
   const size_t layer = role == LayerRole::kInputEmbedding ? 0
                        : role == LayerRole::kOutput
@@ -116,7 +112,8 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, LaneRecord& recor
     STRATA_CHECK(t.on_gpu() || slot != nullptr);
     const uint8_t* chunk = t.on_gpu() ? tiers_.At(t.gpu_home) : slot + t.slot_offset;
     if (layer == 0 && t.slot_offset >= 0) {  // the step's rows, in one chunk
-      const long n = static_cast<long>(input_rows_.of(t).size());
+      STRATA_CHECK(run.input_rows.token == step.token);
+      const long n = static_cast<long>(run.input_rows.of(t).size());
       const auto* params =
           reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
       kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, out);
@@ -177,9 +174,9 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
   for (int32_t& r : position_rows) r += model_.config().position_offset;
   for (const PlacedTensor& t : p_.weights.input().tensors) {
     if (t.slot_offset < 0) continue;
-    STRATA_CHECK(input_rows_token_ == step.token);
+    STRATA_CHECK(run.input_rows.token == step.token);
     const bool positions = t.model_field == &ModelWeights::position_embedding;
-    const std::vector<int32_t>& rows = input_rows_.of(t);
+    const std::vector<int32_t>& rows = run.input_rows.of(t);
     for (int32_t& r : positions ? position_rows : token_rows) r = RowIndex(rows, r);
     (positions ? position_table : token_table).shape[0] = static_cast<int64_t>(rows.size());
   }

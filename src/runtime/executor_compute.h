@@ -43,12 +43,16 @@ struct BlockRun {
   int num_micro_batches = 1;
   int prompt_len = 1;
   std::vector<StepInput> inputs;  // [k]: the token step computing now (compute lane only)
+  // The input embedding's rows the load lane gathered for the token step whose input layer
+  // computes next (when its weights are off the GPU): written by that load, which the schedule
+  // orders after the previous step's sampling and before the input layer computes.
+  InputRows input_rows;
 
   int batch(int k) const;  // sequences in micro-batch k
 };
 
 // When the input layer's weights are off the GPU, its weight slot holds only the rows of the
-// step's tokens and positions (src/runtime/input_rows.h), which the embedding looks up by index.
+// step's tokens and positions (BlockRun::input_rows), which the embedding looks up by index.
 //
 // Thread-compatible: only the compute lane uses it.
 class BlockCompute {
@@ -83,7 +87,7 @@ class BlockCompute {
   // 4-bit weights: at micro-batch 0 expands the step's scheduling layer (from its weight slot
   // and GPU homes) into placement's expanded_weights, which every micro-batch of the layer then
   // reads; so once per layer per token step, counted in `record`.
-  void ExpandWeights(const Step& step, int blocks, LaneRecord& record);
+  void ExpandWeights(const Step& step, int blocks, const BlockRun& run, LaneRecord& record);
 
   const Model& model_;
   Transformer& transformer_;
@@ -97,10 +101,6 @@ class BlockCompute {
   std::vector<KvRow> rows_;
   std::vector<float> scratch_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
-  // The rows of the input embedding's tables the load brought for token step
-  // input_rows_token_ (BlockTransfers::GatherInputRows), when its weights are off the GPU.
-  InputRows input_rows_;
-  int input_rows_token_ = -1;
   std::vector<float> smoothed_k_, scaled_q_;  // Smooth's outputs
 };
 

@@ -18,6 +18,7 @@ InputRows BlockInputRows(const std::vector<GenerationRequest>& requests,
                          const BlockSequences& sequences, int prompt_len, int token,
                          int position_offset) {
   InputRows rows;
+  rows.token = token;
   if (token == 0) {
     for (const GenerationRequest& r : requests) {
       rows.tokens.insert(rows.tokens.end(), r.prompt.begin(), r.prompt.end());

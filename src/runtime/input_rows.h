@@ -16,6 +16,7 @@
 namespace strata {
 
 struct InputRows {
+  int token = -1;                  // the token step they are for
   std::vector<int32_t> tokens;     // token-table rows, sorted and distinct
   std::vector<int32_t> positions;  // position-table rows (position + offset), sorted, distinct
 
