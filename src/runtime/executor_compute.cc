@@ -170,8 +170,7 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
   }
   const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
   TensorView token_table = w.token_embedding, position_table = w.position_embedding;
-  std::vector<int32_t> token_rows(in.tokens), position_rows(in.positions);
-  for (int32_t& r : position_rows) r += model_.config().position_offset;
+  std::vector<int32_t> token_rows(in.tokens), position_rows = transformer_.PositionRows(in);
   for (const PlacedTensor& t : p_.weights.input().tensors) {
     if (t.slot_offset < 0) continue;
     STRATA_CHECK(run.input_rows.token == step.token);

@@ -56,9 +56,15 @@ float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
 }
 
 void Transformer::Embed(const StepInput& in, float* hidden) {
-  std::vector<int32_t> pos(in.positions);
-  for (int32_t& p : pos) p += config_.position_offset;
-  EmbedRows(in.tokens, pos, weights_.token_embedding, weights_.position_embedding, hidden);
+  EmbedRows(in.tokens, PositionRows(in), weights_.token_embedding, weights_.position_embedding,
+            hidden);
+}
+
+std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
+  if (!weights_.position_embedding.present()) return {};
+  std::vector<int32_t> rows(in.positions);
+  for (int32_t& r : rows) r += config_.position_offset;
+  return rows;
 }
 
 void Transformer::EmbedRows(std::span<const int32_t> token_rows,

@@ -50,6 +50,9 @@ class Transformer {
   // The same layers over weights the caller gives and a KV cache the caller keeps, for an
   // executor that places both itself (src/runtime/executor.h): the same kernels in the same order
   // as the forms above, so the results are the same bits.
+  // The position-table rows of `in`'s tokens: positions + config().position_offset; empty for a
+  // model without learned positions.
+  std::vector<int32_t> PositionRows(const StepInput& in) const;
   // Embed's lookup by table rows: hidden[i] = token_embedding[token_rows[i]] (+
   // position_embedding[position_rows[i]] where present). Embed's rows are the tokens and the
   // positions + config().position_offset; an executor that brings only some rows of the tables
