@@ -35,6 +35,9 @@ Status ModelSpec::Validate() const {
                                    ") must be a multiple of num_kv_heads (" +
                                    std::to_string(num_kv_heads) + ")");
   }
+  if (q4_group != 32 && q4_group != 64) {
+    return Status::InvalidArgument("q4_group must be 32 or 64, got " + std::to_string(q4_group));
+  }
   if (position_embedding_rows < 0) {
     return Status::InvalidArgument("position_embedding_rows must not be negative");
   }
@@ -62,6 +65,7 @@ Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string&
   reader.OptionalBool("tie_word_embeddings", &spec.tie_word_embeddings);
   reader.Int("weight_dtype_bytes", &spec.weight_dtype_bytes, 1);
   reader.OptionalBool("q4_weights", &spec.q4_weights);
+  reader.OptionalInt("q4_group", &spec.q4_group, 1);
   reader.OptionalInt("activation_dtype_bytes", &spec.activation_dtype_bytes, 1);
   STRATA_RETURN_IF_ERROR(reader.Finish());
   Status valid = spec.Validate();
@@ -95,6 +99,7 @@ std::string ModelSpecToYaml(const ModelSpec& spec) {
       << "tie_word_embeddings: " << b(spec.tie_word_embeddings) << "\n"
       << "weight_dtype_bytes: " << spec.weight_dtype_bytes << "\n"
       << "q4_weights: " << b(spec.q4_weights) << "\n"
+      << "q4_group: " << spec.q4_group << "\n"
       << "activation_dtype_bytes: " << spec.activation_dtype_bytes << "\n";
   return out.str();
 }

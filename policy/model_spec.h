@@ -30,6 +30,8 @@ struct ModelSpec {
   int weight_dtype_bytes = 2;        // bytes per stored weight element (2: fp16/bf16)
   bool q4_weights = false;           // the matrices are stored 4-bit already (a strata store from
                                      // `convert --compress-weight`): plans need compress_weight
+  int q4_group = 64;                 // elements per 4-bit group along a row (kernels/cpu/
+                                     // weight_q4.h): 64, or 32 for a GGUF's own Q4 blocks
   int activation_dtype_bytes = 2;    // bytes per KV cache and hidden-state element the runtime
                                      // computes in (2 on the GPU; 4 in the fp32 CPU build)
 
@@ -40,8 +42,9 @@ struct ModelSpec {
 };
 
 // YAML with one key per field. Every key is required except position_embedding_rows (default 0),
-// tie_word_embeddings, linear_bias, qkv_bias, qk_norm, norm_bias, q4_weights (default false) and
-// activation_dtype_bytes (default 2); unknown keys are errors. Messages name the key and `origin`.
+// tie_word_embeddings, linear_bias, qkv_bias, qk_norm, norm_bias, q4_weights (default false),
+// q4_group (default 64) and activation_dtype_bytes (default 2); unknown keys are errors. Messages
+// name the key and `origin`.
 Result<ModelSpec> ParseModelSpecYaml(const std::string& text, const std::string& origin);
 Result<ModelSpec> LoadModelSpecYaml(const std::string& path);
 std::string ModelSpecToYaml(const ModelSpec& spec);

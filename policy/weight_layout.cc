@@ -9,8 +9,8 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
   const int64_t q_out = int64_t{m.num_heads} * m.head_dim;
   const int64_t kv_out = int64_t{m.num_kv_heads} * m.head_dim;
   auto vec = [](std::string name, int64_t n) { return WeightTensor{std::move(name), 1, n, false}; };
-  auto mat = [](std::string name, int64_t rows, int64_t cols) {
-    return WeightTensor{std::move(name), rows, cols, true};
+  auto mat = [&](std::string name, int64_t rows, int64_t cols) {
+    return WeightTensor{std::move(name), rows, cols, true, m.q4_group};
   };
   auto add_norm = [&](std::vector<WeightTensor>& t, const std::string& name) {
     t.push_back(vec(name + ".weight", h));
@@ -52,18 +52,14 @@ std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& m) {
   return {input, block, output};
 }
 
-int64_t Q4RowBytes(int64_t cols) {
-  const int64_t group = std::min<int64_t>(64, cols);
-  const int64_t groups = (cols + group - 1) / group;
-  return (cols + 1) / 2 + groups * 4;
-}
+int64_t Q4RowBytes(int64_t cols, int group) { return cols / 2 + cols / group * 4; }
 
 bool StoredQ4(const WeightTensor& t, bool compress) {
-  return compress && t.matrix && t.cols > 0 && t.cols % kQ4GroupCols == 0;
+  return compress && t.matrix && t.cols > 0 && t.cols % t.q4_group == 0;
 }
 
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes) {
-  return StoredQ4(t, compress) ? Q4RowBytes(t.cols) : t.cols * dtype_bytes;
+  return StoredQ4(t, compress) ? Q4RowBytes(t.cols, t.q4_group) : t.cols * dtype_bytes;
 }
 
 int64_t MatrixElements(const WeightLayer& layer) {

@@ -17,13 +17,14 @@ namespace strata {
 enum class LayerKind { kInputEmbedding, kTransformer, kOutput };
 
 // One stored tensor: a matrix of `rows` x `cols` elements in PyTorch's [out, in] layout, or a
-// vector (rows == 1, matrix == false). Matrices split between rows and may be stored 4-bit;
-// vectors never split and stay in the weight dtype.
+// vector (rows == 1, matrix == false). Matrices split between rows and may be stored 4-bit, in
+// groups of q4_group (the model's); vectors never split and stay in the weight dtype.
 struct WeightTensor {
   std::string name;
   int64_t rows = 0;
   int64_t cols = 0;
   bool matrix = true;
+  int q4_group = 64;
 };
 
 struct WeightLayer {
@@ -35,13 +36,12 @@ struct WeightLayer {
 // Input embedding, transformer layer (count = num_layers), output layer, in that order.
 std::vector<WeightLayer> BuildWeightLayers(const ModelSpec& model);
 
-// Bytes of one 4-bit group-wise row of `cols` elements: groups of G = min(64, cols) elements,
-// each stored as G/2 bytes of codes plus an fp16 scale and an fp16 minimum (per 64 elements
-// 32 + 4 bytes, 4.5 bits per element).
-int64_t Q4RowBytes(int64_t cols);
-// Whether `t` is stored 4-bit under `compress`: matrices whose cols are a multiple of the group
-// (kQ4GroupCols, as kernels/cpu/weight_q4.h); other matrices and all vectors stay in the weight
-// dtype.
+// Bytes of one 4-bit group-wise row of `cols` elements in groups of `group`: each group stored as
+// group/2 bytes of codes plus an fp16 scale and an fp16 minimum (4.5 bits per element in groups of
+// 64, 5 in groups of 32). REQUIRES: cols a multiple of group.
+int64_t Q4RowBytes(int64_t cols, int group);
+// Whether `t` is stored 4-bit under `compress`: matrices whose cols are a multiple of its group
+// (as kernels/cpu/weight_q4.h); other matrices and all vectors stay in the weight dtype.
 bool StoredQ4(const WeightTensor& t, bool compress);
 // Bytes of one row as stored: 4-bit when StoredQ4.
 int64_t StoredRowBytes(const WeightTensor& t, bool compress, int dtype_bytes);

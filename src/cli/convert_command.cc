@@ -19,7 +19,8 @@ CLI::App* AddConvertCommand(CLI::App& app, ConvertOptions* o) {
   cmd->add_option("--out,-o", o->out, "Store directory to create (must not exist, or be empty)")
       ->required();
   cmd->add_flag("--compress-weight", o->compress_weight,
-                "Store weight matrices as 4-bit groups of 64 (fp16 scale and minimum)");
+                "Store weight matrices as 4-bit groups (fp16 scale and minimum) of 64, or of 32 "
+                "keeping a GGUF file's Q4_0/Q4_1/Q4_K blocks");
   return cmd;
 }
 
@@ -47,7 +48,7 @@ int ConvertCommand(const ConvertOptions& o) {
               static_cast<double>(written->data_bytes) / (1 << 20), o.model.c_str(), seconds);
   if (written->raw_matrices > 0) {
     std::printf("kept %d weight matrices raw: their rows are not a multiple of %d elements\n",
-                written->raw_matrices, static_cast<int>(kQ4GroupCols));
+                written->raw_matrices, (*model)->q4_group());
   }
   return kExitOk;
 }

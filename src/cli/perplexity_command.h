@@ -32,7 +32,7 @@ struct PerplexityOptions {
                                  // smoothed (policy/plan.h CacheKeys); empty: smoothed
   int cache_sink = 0;            // with compress_cache: each window's first tokens kept exact
   int cache_window = 0;          // with compress_cache: its most recent tokens kept exact
-  bool compress_weight = false;  // 4-bit weights (group 64 along the input dim), expanded to fp32
+  bool compress_weight = false;  // 4-bit weights (Q4Weights), expanded to fp32
 };
 
 // Registers the `perplexity` subcommand and its flags on `app`, filling *options when parsed.

@@ -11,13 +11,11 @@
 namespace strata {
 
 // kQ4 is not dense: a matrix in 4-bit group-wise planes (kernels/cpu/weight_q4.h's layout, groups
-// of kQ4GroupCols along a row), as a strata store written by `strata convert --compress-weight`
+// of Q4Planes::group along a row), as a strata store written by `strata convert --compress-weight`
 // holds it. A kQ4 view's data points at a Q4Planes (src/core/tensor.h). The offloading engine
 // moves the planes and expands them once per layer; a backend given a kQ4 weight expands one
 // matrix (or, for an embedding, the rows it looks up) at a time.
 enum class DType : uint8_t { kF32, kF16, kBF16, kQ4 };
-
-inline constexpr int64_t kQ4GroupCols = 64;
 
 // Bytes per element of a dense type. REQUIRES: t != kQ4 (TensorView::bytes() sizes those).
 size_t DTypeBytes(DType t);

@@ -5,7 +5,8 @@ namespace strata {
 size_t TensorView::bytes() const {
   const auto n = static_cast<size_t>(numel());
   if (dtype != DType::kQ4) return n * DTypeBytes(dtype);
-  return n / 2 + n / kQ4GroupCols * 2 * sizeof(uint16_t);
+  const int group = data != nullptr ? static_cast<const Q4Planes*>(data)->group : 64;
+  return n / 2 + n / static_cast<size_t>(group) * 2 * sizeof(uint16_t);
 }
 
 std::string TensorView::Describe() const {

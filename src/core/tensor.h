@@ -12,10 +12,11 @@
 namespace strata {
 
 // The 4-bit planes of a matrix [rows, cols] in kernels/cpu/weight_q4.h's layout: codes
-// [rows, cols / 2] bytes and params [rows, cols / kQ4GroupCols, 2] fp16 bits {scale, minimum}.
+// [rows, cols / 2] bytes and params [rows, cols / group, 2] fp16 bits {scale, minimum}.
 struct Q4Planes {
   const uint8_t* codes = nullptr;
   const uint16_t* params = nullptr;
+  int group = 64;  // elements per group along a row: 64 (FlexGen's) or 32 (a GGUF's Q4 blocks)
 };
 
 struct TensorView {

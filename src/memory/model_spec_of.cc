@@ -60,6 +60,7 @@ Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   s.tie_word_embeddings = w.lm_head.data == w.token_embedding.data;
   s.weight_dtype_bytes = static_cast<int>(DTypeBytes(*dtypes.begin()));
   s.q4_weights = model.has_q4_weights();
+  s.q4_group = model.q4_group();
   s.activation_dtype_bytes = activation_dtype_bytes;
   STRATA_RETURN_IF_ERROR(s.Validate());
   return s;

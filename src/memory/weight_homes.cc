@@ -40,7 +40,7 @@ void Q4Chunk(const PlacedTensor& t, const Q4Planes& planes, int64_t first, int64
              uint8_t* dst) {
   const int64_t cols = t.source.dim(1);
   const size_t code_row = static_cast<size_t>(cols / 2);
-  const size_t param_row = static_cast<size_t>(cols / kQ4GroupCols * 2) * sizeof(uint16_t);
+  const size_t param_row = static_cast<size_t>(cols / planes.group * 2) * sizeof(uint16_t);
   std::memcpy(dst, planes.codes + static_cast<size_t>(first) * code_row,
               static_cast<size_t>(rows) * code_row);
   const auto* params = reinterpret_cast<const uint8_t*>(planes.params);

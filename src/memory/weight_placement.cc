@@ -17,7 +17,7 @@ PlacedTensor Tensor(std::string name, const TensorView& view) {
   t.name = std::move(name);
   t.source = view;
   if (view.dtype == DType::kQ4) {
-    t.row_bytes = Q4RowBytes(view.dim(1));
+    t.row_bytes = Q4RowBytes(view.dim(1), static_cast<const Q4Planes*>(view.data)->group);
   } else if (view.shape.size() == 2) {
     t.row_bytes = view.dim(1) * static_cast<int64_t>(DTypeBytes(view.dtype));
   } else {
@@ -117,13 +117,15 @@ WeightLayer AsWeightLayer(const PlacedLayer& layer) {
   return wl;
 }
 
-// Stores the layer's tensors 4-bit where policy does.
-void CompressLayer(PlacedLayer& layer) {
+// Stores the layer's tensors 4-bit, in groups of `group`, where policy does.
+void CompressLayer(PlacedLayer& layer, int group) {
   for (PlacedTensor& t : layer.tensors) {
-    const WeightTensor w = AsWeightTensor(t);
+    WeightTensor w = AsWeightTensor(t);
+    w.q4_group = group;
     if (!StoredQ4(w, true)) continue;
     t.q4 = true;
-    t.row_bytes = Q4RowBytes(w.cols);
+    t.q4_group = group;
+    t.row_bytes = Q4RowBytes(w.cols, group);
   }
 }
 
@@ -190,7 +192,7 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
   WeightPlacement out;
   out.layers = Layers(model);
   for (PlacedLayer& layer : out.layers) {
-    if (plan.compress_weight) CompressLayer(layer);
+    if (plan.compress_weight) CompressLayer(layer, model.q4_group());
     // One byte per "column": row bytes are exact whatever each tensor's dtype.
     const LayerPlacement split = PlaceLayerByRows(AsWeightLayer(layer), plan.weight_gpu_percent,
                                                   plan.weight_cpu_percent, false, 1);

@@ -43,12 +43,13 @@ struct PlacedTensor {
   int part = 0;              // a block's attention (0) or MLP (1) scheduling layer uses it
   int64_t slot_offset = -1;  // where it is assembled in a weight slot; -1: wholly on the GPU
   bool tied = false;         // the output layer's view of the input layer's token embedding
-  // 4-bit (plan.compress_weight and policy's StoredQ4): row_bytes is Q4RowBytes(cols), and each
-  // tier's home holds its rows as codes [rows, cols / 2] then params [rows, cols / 64, 2] fp16,
-  // so a weight slot holds up to three such chunks (GPU rows, CPU rows, disk rows) back to back.
-  // Compute expands them once per scheduling layer to fp32 at expanded_offset of the
-  // placement's expanded-weights buffer.
+  // 4-bit (plan.compress_weight and policy's StoredQ4): row_bytes is Q4RowBytes(cols, q4_group)
+  // (the model's Model::q4_group()), and each tier's home holds its rows as codes
+  // [rows, cols / 2] then params [rows, cols / q4_group, 2] fp16, so a weight slot holds up to
+  // three such chunks (GPU rows, CPU rows, disk rows) back to back. Compute expands them once per
+  // scheduling layer to fp32 at expanded_offset of the placement's expanded-weights buffer.
   bool q4 = false;
+  int q4_group = 64;
   int64_t expanded_offset = -1;
 
   int64_t rows() const { return gpu_rows + cpu_rows + disk_rows; }

@@ -10,6 +10,7 @@
 #include "src/core/host_memory.h"
 #include "src/io/mapped_file.h"
 #include "src/model/gguf_dequant.h"
+#include "src/model/gguf_q4.h"
 #include "src/model/model_builder.h"
 #include "src/model/store.h"
 
@@ -59,6 +60,19 @@ int64_t Model::StoreOffsetOf(const void* data) const {
 
 bool Model::IsDeferred(const TensorView& view) const { return deferred_.count(view.data) > 0; }
 
+int Model::q4_group() const {
+  if (!q4_planes_.empty()) return q4_planes_.front().group;
+  return gguf_q4_.empty() ? 64 : 32;
+}
+
+bool Model::GgufQ4Planes(const TensorView& view, uint8_t* codes, uint16_t* params) const {
+  const auto it = gguf_q4_.find(view.data);
+  if (it == gguf_q4_.end() || view.shape.size() != 2) return false;
+  strata::GgufQ4Planes(it->second.ggml_type, it->second.blocks, view.dim(0), view.dim(1),
+                       it->second.unpermute_heads, codes, params);
+  return true;
+}
+
 Status Model::ExpandDeferred(const TensorView& view, float* dst) const {
   const auto it = deferred_.find(view.data);
   STRATA_CHECK_MSG(it != deferred_.end(), "ExpandDeferred of a tensor that is not deferred");
@@ -87,6 +101,10 @@ float* ModelBuilder::NewBuffer(size_t n) {
 
 TensorView ModelBuilder::Defer(const TensorView& view, uint32_t ggml_type, int unpermute_heads) {
   model_->deferred_[view.data] = {ggml_type, unpermute_heads, view.bytes()};
+  if (GgufHasQ4Blocks(ggml_type) && view.shape.size() == 2) {
+    model_->gguf_q4_[view.data] = {static_cast<const uint8_t*>(view.data), ggml_type,
+                                   unpermute_heads};
+  }
   return view;
 }
 
@@ -111,6 +129,11 @@ Status ModelBuilder::ExpandDeferred(int64_t memory_bytes) {
       float* dst = NewBuffer(static_cast<size_t>(v.numel()));
       STRATA_RETURN_IF_ERROR(model_->ExpandDeferred(v, dst));
       it->second = dst;
+      const auto blocks = model_->gguf_q4_.find(v.data);
+      if (blocks != model_->gguf_q4_.end()) {  // its blocks stay the 4-bit source
+        model_->gguf_q4_[dst] = blocks->second;
+        model_->gguf_q4_.erase(blocks);
+      }
     }
     v.data = it->second;
   }

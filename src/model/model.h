@@ -84,6 +84,13 @@ class Model {
   // True when some matrices are kQ4 (a store written by `strata convert --compress-weight`): such
   // a model runs with 4-bit weights only (plan.compress_weight).
   bool has_q4_weights() const { return !q4_planes_.empty(); }
+  // Elements per group of the model's 4-bit weights (kernels/cpu/weight_q4.h): a 4-bit store's
+  // own; 32 for a GGUF file with Q4_0, Q4_1 or Q4_K matrices, whose blocks become the groups as
+  // they are (GgufQ4Planes); else FlexGen's 64.
+  int q4_group() const;
+  // When `view`, a matrix of this model, holds a GGUF file's Q4_0, Q4_1 or Q4_K blocks: writes
+  // them as planes in groups of 32 (src/model/gguf_q4.h) and returns true. False for any other.
+  bool GgufQ4Planes(const TensorView& view, uint8_t* codes, uint16_t* params) const;
   const std::string& source() const { return source_; }
   // The tensors.bin of the strata store the model was loaded from; empty for other sources.
   const std::string& store_data_path() const { return store_data_path_; }
@@ -118,6 +125,12 @@ class Model {
     uint64_t f32_bytes;  // once expanded
   };
   std::map<const void*, Deferred> deferred_;  // GGUF tensors not expanded, by their bytes
+  struct GgufQ4 {
+    const uint8_t* blocks;  // in the file's map
+    uint32_t ggml_type;
+    int unpermute_heads;
+  };
+  std::map<const void*, GgufQ4> gguf_q4_;  // GGUF tensors of 4-bit blocks, by their views' data
 };
 
 struct LoadOptions {

@@ -155,12 +155,17 @@ Result<StoreTensor> ReadTensor(const json& j, uint64_t data_bytes) {
   if (JsonString(j, "encoding") == "q4") {
     t.encoding = StoreEncoding::kQ4;
     const int64_t cols = t.shape.back();
-    if (t.shape.size() != 2 || cols % kQ4GroupCols != 0) return Missing("shape");
+    const auto group = j.find("q4_group");
+    if (group != j.end()) {
+      if (!group->is_number_integer() || (*group != 32 && *group != 64)) return Missing("q4_group");
+      t.q4_group = group->get<int>();
+    }
+    if (t.shape.size() != 2 || cols % t.q4_group != 0) return Missing("shape");
     auto params = j.find("q4_params");
     if (params == j.end()) return Missing("q4_params");
     STRATA_ASSIGN_OR_RETURN(t.q4_params, ReadExtent(*params, data_bytes));
     expected = static_cast<uint64_t>(numel) / 2;
-    if (t.q4_params.bytes != static_cast<uint64_t>(numel / kQ4GroupCols) * 4) {
+    if (t.q4_params.bytes != static_cast<uint64_t>(numel / t.q4_group) * 4) {
       return Status::Corrupt("q4_params of " + std::to_string(t.q4_params.bytes) +
                              " bytes do not match the shape");
     }
@@ -428,6 +433,15 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (bad[i]) return corrupt("tensor '" + tensors[i].name + "' fails its checksum");
   }
+  int group = 0;  // a model's 4-bit matrices share one group size (Model::q4_group)
+  for (const StoreTensor& t : tensors) {
+    if (t.encoding != StoreEncoding::kQ4) continue;
+    if (group != 0 && t.q4_group != group) {
+      return corrupt("tensor '" + t.name + "' has 4-bit groups of " + std::to_string(t.q4_group) +
+                     ", the others of " + std::to_string(group));
+    }
+    group = t.q4_group;
+  }
 
   ModelBuilder b(dir);
   b.config() = store->config();
@@ -447,9 +461,9 @@ Result<std::unique_ptr<Model>> LoadStore(const std::string& dir) {
     } else if (fresh) {
       // Kept as stored: nothing is expanded at load (a 70B model's planes are 39 GB, its fp32
       // expansion 280 GB).
-      const Q4Planes* planes =
-          b.AddQ4Planes({data->data() + t->data.offset,
-                         reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset)});
+      const Q4Planes* planes = b.AddQ4Planes(
+          {data->data() + t->data.offset,
+           reinterpret_cast<const uint16_t*>(data->data() + t->q4_params.offset), t->q4_group});
       it->second = TensorView{DType::kQ4, t->shape, planes};
     }
     *slot.view = it->second;

@@ -1,6 +1,7 @@
 // The strata store: a converted model in one directory, self-contained and ready for direct I/O.
 //   manifest.json   format and version, the ModelConfig, the tokenizer data, the chat template,
-//                   and the tensor table: name, dtype, shape, encoding, extents with checksums
+//                   and the tensor table: name, dtype, shape, encoding (raw, or q4 with its
+//                   q4_group), extents with checksums
 //   tensors.bin     every tensor's bytes as an extent at a 4 KiB-aligned offset, zero-padded to
 //                   a multiple of 4 KiB, so the disk tier reads any extent with O_DIRECT
 //   tokenizer.json  a copy of the source's Hugging Face tokenizer, when it had one
@@ -51,7 +52,8 @@ struct StoreTensor {
   std::vector<int64_t> shape;  // as the Model holds it; [out_features, in_features] for Linear
   StoreEncoding encoding = StoreEncoding::kRaw;
   StoreExtent data;       // kRaw: the elements; kQ4: codes [rows, cols / 2] bytes
-  StoreExtent q4_params;  // kQ4 only: fp16 bits {scale, minimum} [rows, cols / 64, 2]
+  StoreExtent q4_params;  // kQ4 only: fp16 bits {scale, minimum} [rows, cols / q4_group, 2]
+  int q4_group = 64;      // kQ4 only: elements per group (manifest key "q4_group", default 64)
 };
 
 // A store's manifest, opened. Immutable after Open(); thread-safe.

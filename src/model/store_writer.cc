@@ -169,6 +169,7 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
   json tensors = json::array();
   std::map<const void*, std::string> stored;  // data -> name: shared tensors are stored once
   std::vector<float> expanded;  // a deferred GGUF tensor's values, one tensor at a time
+  const int group = model.q4_group();
   for (const WeightSlot& slot : WeightSlots(model.config(), &weights)) {
     TensorView v = *slot.view;
     auto [it, fresh] = stored.try_emplace(v.data, slot.name);
@@ -176,25 +177,32 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
       tensors.push_back({{"name", slot.name}, {"same_as", it->second}});
       continue;
     }
-    if (model.IsDeferred(v)) {
+    const auto expand = [&]() -> Status {
+      if (!model.IsDeferred(v)) return Status::Ok();
       expanded.resize(static_cast<size_t>(v.numel()));
       STRATA_RETURN_IF_ERROR(model.ExpandDeferred(v, expanded.data()));
       v.data = expanded.data();
-    }
+      return Status::Ok();
+    };
     json entry = {{"name", slot.name}, {"dtype", DTypeName(v.dtype)}, {"shape", v.shape}};
     StoreExtent data, params;
     const bool matrix = v.shape.size() == 2;
-    if (options.quantize_q4 && matrix && v.shape[1] % kQ4GroupCols == 0) {
+    if (options.quantize_q4 && matrix && v.shape[1] % group == 0) {
       std::vector<uint8_t> codes(static_cast<size_t>(v.numel() / 2));
-      std::vector<uint16_t> halves(static_cast<size_t>(v.numel() / kQ4GroupCols * 2));
-      options.quantize_q4(v, codes.data(), halves.data());
+      std::vector<uint16_t> halves(static_cast<size_t>(v.numel() / group * 2));
+      if (!model.GgufQ4Planes(v, codes.data(), halves.data())) {
+        STRATA_RETURN_IF_ERROR(expand());
+        options.quantize_q4(v, group, codes.data(), halves.data());
+      }
       STRATA_RETURN_IF_ERROR(writer.Append(codes.data(), codes.size(), &data));
       STRATA_RETURN_IF_ERROR(writer.Append(halves.data(), halves.size() * 2, &params));
       entry["encoding"] = "q4";
+      entry["q4_group"] = group;
       entry["q4_params"] = {
           {"offset", params.offset}, {"bytes", params.bytes}, {"checksum", ToHex(params.checksum)}};
       ++summary.q4_tensors;
     } else {
+      STRATA_RETURN_IF_ERROR(expand());
       STRATA_RETURN_IF_ERROR(writer.Append(v.data, v.bytes(), &data));
       entry["encoding"] = "raw";
       summary.raw_matrices += options.quantize_q4 && matrix;

@@ -12,15 +12,17 @@
 
 namespace strata {
 
-// Fills the 4-bit planes of `weight` [rows, cols] in the layout of kernels/cpu/weight_q4.h:
-// codes [rows, cols / 2] bytes, params [rows, cols / 64, 2] fp16 bits {scale, minimum}.
+// Fills the 4-bit planes of `weight` [rows, cols] in the layout of kernels/cpu/weight_q4.h, in
+// groups of `group`: codes [rows, cols / 2] bytes, params [rows, cols / group, 2] fp16 bits
+// {scale, minimum}.
 using StoreQ4Quantizer =
-    std::function<void(const TensorView& weight, uint8_t* codes, uint16_t* params)>;
+    std::function<void(const TensorView& weight, int group, uint8_t* codes, uint16_t* params)>;
 
 struct StoreWriteOptions {
-  // Non-null (`--compress-weight`): every weight matrix whose rows are a multiple of 64
-  // elements long is stored 4-bit; the rest stay raw. src/model does not depend on kernels/,
-  // so the caller passes kernels::cpu::QuantizeWeightQ4. Default null: all raw.
+  // Non-null (`--compress-weight`): every weight matrix whose rows are a multiple of the model's
+  // Model::q4_group() is stored 4-bit in its groups (a GGUF file's Q4 blocks as they are, the
+  // others quantized by this); the rest stay raw. src/model does not depend on kernels/, so the
+  // caller passes kernels::cpu::QuantizeWeightQ4. Default null: all raw.
   StoreQ4Quantizer quantize_q4;
   // Writes tensors.bin through this environment (direct I/O). Default null: NewFileEnv().
   FileEnv* env = nullptr;
@@ -30,7 +32,7 @@ struct StoreWriteOptions {
 struct StoreWriteSummary {
   int tensors = 0;          // stored tensors (a tied lm_head is not stored twice)
   int q4_tensors = 0;       // of which 4-bit
-  int raw_matrices = 0;     // matrices kept raw under quantize_q4 (rows not a multiple of 64)
+  int raw_matrices = 0;     // matrices kept raw under quantize_q4 (rows not whole groups)
   uint64_t data_bytes = 0;  // size of tensors.bin
 };
 

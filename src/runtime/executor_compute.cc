@@ -103,10 +103,11 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
   for (const PlacedTensor& t : p_.weights.layers[layer].tensors) {
     if (!t.q4 || t.part != part) continue;
     const long cols = static_cast<long>(t.source.dim(1));
+    const int group = t.q4_group;
     // Placement sizes the rows as kernels/cpu/weight_q4.h lays them out (src/memory cannot say).
     STRATA_CHECK(static_cast<size_t>(t.row_bytes) ==
                  kernels::cpu::WeightQ4CodeBytes(1, cols) +
-                     kernels::cpu::WeightQ4ParamHalves(1, cols) * sizeof(uint16_t));
+                     kernels::cpu::WeightQ4ParamHalves(1, cols, group) * sizeof(uint16_t));
     auto* out = reinterpret_cast<float*>(expanded + t.expanded_offset);
     // Rows as assembled: a chunk per tier, each its codes then its params.
     STRATA_CHECK(t.on_gpu() || slot != nullptr);
@@ -116,7 +117,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
       const long n = static_cast<long>(run.input_rows.of(t).size());
       const auto* params =
           reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
-      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, out);
+      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group, out);
       continue;
     }
     long first = 0;
@@ -125,7 +126,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
       const long n = static_cast<long>(rows);
       const auto* params =
           reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
-      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols,
+      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group,
                                    out + static_cast<size_t>(first) * static_cast<size_t>(cols));
       chunk += rows * t.row_bytes;
       first += n;

@@ -23,18 +23,18 @@ WeightQ4Source SourceType(DType dtype) {
   return WeightQ4Source::kF32;
 }
 
-bool Quantized(const TensorView& t) {
-  return t.present() && t.shape.size() == 2 && kernels::cpu::WeightQ4Supports(t.dim(1));
+bool Quantized(const TensorView& t, int group) {
+  return t.present() && t.shape.size() == 2 && kernels::cpu::WeightQ4Supports(t.dim(1), group);
 }
 
 }  // namespace
 
-void QuantizeWeight(const TensorView& w, uint8_t* codes, uint16_t* params) {
+void QuantizeWeight(const TensorView& w, int group, uint8_t* codes, uint16_t* params) {
   kernels::cpu::QuantizeWeightQ4(SourceType(w.dtype), w.data, static_cast<long>(w.dim(0)),
-                                 static_cast<long>(w.dim(1)), codes, params);
+                                 static_cast<long>(w.dim(1)), group, codes, params);
 }
 
-Q4Weights::Q4Weights(const Model& model) : model_(model) {
+Q4Weights::Q4Weights(const Model& model) : model_(model), group_(model.q4_group()) {
   const ModelWeights& weights = model.weights();
   Add(weights.token_embedding);
   Add(weights.position_embedding);
@@ -47,7 +47,7 @@ Q4Weights::Q4Weights(const Model& model) : model_(model) {
 }
 
 void Q4Weights::Add(const TensorView& t) {
-  if (!Quantized(t) || planes_.count(t.data) > 0) return;
+  if (!Quantized(t, group_) || planes_.count(t.data) > 0) return;
   Entry& p = planes_[t.data];
   p.source = t;
   if (t.dtype == DType::kQ4) {
@@ -58,8 +58,10 @@ void Q4Weights::Add(const TensorView& t) {
   }
   const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
   p.owned_codes.resize(kernels::cpu::WeightQ4CodeBytes(rows, cols));
-  p.owned_params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols));
-  QuantizeWeight(t, p.owned_codes.data(), p.owned_params.data());
+  p.owned_params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols, group_));
+  if (!model_.GgufQ4Planes(t, p.owned_codes.data(), p.owned_params.data())) {
+    QuantizeWeight(t, group_, p.owned_codes.data(), p.owned_params.data());
+  }
   p.codes = p.owned_codes.data();
   p.params = p.owned_params.data();
 }
@@ -67,7 +69,7 @@ void Q4Weights::Add(const TensorView& t) {
 Q4Planes Q4Weights::Planes(const TensorView& source) const {
   const auto it = planes_.find(source.data);
   STRATA_CHECK(it != planes_.end() && it->second.source.shape == source.shape);
-  return {it->second.codes, it->second.params};
+  return {it->second.codes, it->second.params, group_};
 }
 
 WeightQ4PlanesOf Q4Weights::PlanesOf() const {
@@ -80,7 +82,7 @@ const ModelWeights& Q4Weights::RoundTripped() {
   for (const auto& [data, p] : planes_) {
     const long rows = static_cast<long>(p.source.dim(0)), cols = static_cast<long>(p.source.dim(1));
     std::vector<float>& out = expanded_.emplace_back(static_cast<size_t>(rows * cols));
-    kernels::cpu::ExpandWeightQ4(p.codes, p.params, rows, cols, out.data());
+    kernels::cpu::ExpandWeightQ4(p.codes, p.params, rows, cols, group_, out.data());
     expanded[data] = out.data();
   }
   round_tripped_ = std::make_unique<ModelWeights>(model_.weights());

@@ -1,7 +1,9 @@
 // A model's weights in 4 bits (kernels/cpu/weight_q4.h, `--compress-weight`): every matrix whose
-// rows are whole groups of 64 (policy's StoredQ4: the token and position embeddings, the
-// projections, an untied output projection) quantized once; vectors (norms, biases) and other
-// matrices stay as they are, as in FlexGen. The offloading engine stores the planes in the
+// rows are whole groups of the model's Model::q4_group() (policy's StoredQ4: the token and
+// position embeddings, the projections, an untied output projection) quantized once, or, where a
+// GGUF file holds it in Q4_0, Q4_1 or Q4_K blocks, those blocks taken as they are
+// (Model::GgufQ4Planes); vectors (norms, biases) and other matrices stay as they are, as in
+// FlexGen. The offloading engine stores the planes in the
 // weights' homes and expands a layer once per layer per token step; RoundTripped() is the same
 // quantize-then-expand for Transformer and Generator, the reference a 4-bit run is held to and
 // what `strata perplexity --compress-weight` measures. A store written by `strata convert
@@ -18,9 +20,10 @@
 
 namespace strata {
 
-// Quantizes the matrix `w` (f32, f16 or bf16) into kernels/cpu/weight_q4.h's planes, sized by
-// WeightQ4CodeBytes / WeightQ4ParamHalves. REQUIRES: a 2-D `w` whose rows are whole groups.
-void QuantizeWeight(const TensorView& w, uint8_t* codes, uint16_t* params);
+// Quantizes the matrix `w` (f32, f16 or bf16) into kernels/cpu/weight_q4.h's planes in groups of
+// `group`, sized by WeightQ4CodeBytes / WeightQ4ParamHalves. REQUIRES: a 2-D `w` whose rows are
+// whole groups.
+void QuantizeWeight(const TensorView& w, int group, uint8_t* codes, uint16_t* params);
 
 class Q4Weights {
  public:
@@ -48,6 +51,7 @@ class Q4Weights {
   void Add(const TensorView& t);
 
   const Model& model_;
+  const int group_;                      // Model::q4_group()
   std::map<const void*, Entry> planes_;  // by the model tensor's data
   std::unique_ptr<ModelWeights> round_tripped_;
   std::vector<std::vector<float>> expanded_;

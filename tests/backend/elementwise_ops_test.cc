@@ -260,52 +260,62 @@ TEST_F(ElementwiseOpsTest, ExpandWeightQ4FollowsTheLayout) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
   const int rows = 11, cols = 192;
-  const int groups = cols / 64;
-  std::vector<uint8_t> codes(static_cast<size_t>(rows) * cols / 2);
-  std::uniform_int_distribution<int> byte(0, 255);
-  for (uint8_t& c : codes) c = static_cast<uint8_t>(byte(rng));
-  const std::vector<float> scales = RandomFloats(rng, static_cast<size_t>(rows) * groups, 0.001f, 0.1f);
-  const std::vector<float> mins = RandomFloats(rng, static_cast<size_t>(rows) * groups, -1.0f, 0.0f);
-  std::vector<float> params_f(2 * scales.size());
-  for (size_t i = 0; i < scales.size(); ++i) {
-    params_f[2 * i] = scales[i];
-    params_f[2 * i + 1] = mins[i];
-  }
-  const std::vector<uint16_t> params = ToHalfBits(params_f);
-  std::vector<float> want(static_cast<size_t>(rows) * cols);
-  for (int r = 0; r < rows; ++r) {
-    for (int c = 0; c < cols; ++c) {
-      const int g = c / 64, j = c % 64;
-      const uint8_t b = codes[static_cast<size_t>(r) * cols / 2 + 32 * g + j % 32];
-      const int code = j < 32 ? (b & 0xF) : (b >> 4);
-      const size_t p = 2 * (static_cast<size_t>(r) * groups + g);
-      const float prod = static_cast<float>(code) * HalfToFloat(params[p]);
-      want[static_cast<size_t>(r) * cols + c] = prod + HalfToFloat(params[p + 1]);
+  for (const int group : {64, 32}) {
+    const int groups = cols / group, half = group / 2;
+    std::vector<uint8_t> codes(static_cast<size_t>(rows) * cols / 2);
+    std::uniform_int_distribution<int> byte(0, 255);
+    for (uint8_t& c : codes) c = static_cast<uint8_t>(byte(rng));
+    const std::vector<float> scales =
+        RandomFloats(rng, static_cast<size_t>(rows) * groups, 0.001f, 0.1f);
+    const std::vector<float> mins =
+        RandomFloats(rng, static_cast<size_t>(rows) * groups, -1.0f, 0.0f);
+    std::vector<float> params_f(2 * scales.size());
+    for (size_t i = 0; i < scales.size(); ++i) {
+      params_f[2 * i] = scales[i];
+      params_f[2 * i + 1] = mins[i];
     }
-  }
-  DeviceArray<uint8_t> dcodes(codes);
-  DeviceArray<uint16_t> dparams(params);
-  for (ElemType type : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
-    DeviceBuffer out(want.size() * 4);
-    STRATA_CUDA_CHECK(cudaMemset(out.get(), 0xFF, want.size() * 4));
-    ASSERT_EQ(cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
-                                        rows, cols, type, out.get(), nullptr),
-              cudaSuccess);
-    STRATA_CUDA_CHECK(cudaDeviceSynchronize());
-    std::vector<float> got(want.size());
-    if (type == ElemType::kF32) {
-      STRATA_CUDA_CHECK(cudaMemcpy(got.data(), out.get(), want.size() * 4, cudaMemcpyDeviceToHost));
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
-    } else {
-      std::vector<uint16_t> bits(want.size());
-      STRATA_CUDA_CHECK(cudaMemcpy(bits.data(), out.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
-      const std::vector<uint16_t> expect = type == ElemType::kF16 ? ToHalfBits(want) : ToBf16Bits(want);
-      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(bits[i], expect[i]) << i;
+    const std::vector<uint16_t> params = ToHalfBits(params_f);
+    std::vector<float> want(static_cast<size_t>(rows) * cols);
+    for (int r = 0; r < rows; ++r) {
+      for (int c = 0; c < cols; ++c) {
+        const int g = c / group, j = c % group;
+        const uint8_t b = codes[static_cast<size_t>(r) * cols / 2 + half * g + j % half];
+        const int code = j < half ? (b & 0xF) : (b >> 4);
+        const size_t p = 2 * (static_cast<size_t>(r) * groups + g);
+        const float prod = static_cast<float>(code) * HalfToFloat(params[p]);
+        want[static_cast<size_t>(r) * cols + c] = prod + HalfToFloat(params[p + 1]);
+      }
     }
+    DeviceArray<uint8_t> dcodes(codes);
+    DeviceArray<uint16_t> dparams(params);
+    for (ElemType type : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
+      DeviceBuffer out(want.size() * 4);
+      STRATA_CUDA_CHECK(cudaMemset(out.get(), 0xFF, want.size() * 4));
+      ASSERT_EQ(
+          cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
+                                   rows, cols, group, type, out.get(), nullptr),
+          cudaSuccess);
+      STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+      std::vector<float> got(want.size());
+      if (type == ElemType::kF32) {
+        STRATA_CUDA_CHECK(
+            cudaMemcpy(got.data(), out.get(), want.size() * 4, cudaMemcpyDeviceToHost));
+        for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << group << " " << i;
+      } else {
+        std::vector<uint16_t> bits(want.size());
+        STRATA_CUDA_CHECK(
+            cudaMemcpy(bits.data(), out.get(), bits.size() * 2, cudaMemcpyDeviceToHost));
+        const std::vector<uint16_t> expect =
+            type == ElemType::kF16 ? ToHalfBits(want) : ToBf16Bits(want);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_EQ(bits[i], expect[i]) << group << " " << i;
+        }
+      }
+    }
+    EXPECT_EQ(cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
+                                       rows, 100, group, ElemType::kF16, nullptr, nullptr),
+              cudaErrorInvalidValue);
   }
-  EXPECT_EQ(cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
-                                      rows, 100, ElemType::kF16, nullptr, nullptr),
-            cudaErrorInvalidValue);
 }
 
 TEST_F(ElementwiseOpsTest, ExpandWeightQ4MatchesTheCpuTwinBitForBit) {
@@ -313,21 +323,23 @@ TEST_F(ElementwiseOpsTest, ExpandWeightQ4MatchesTheCpuTwinBitForBit) {
   SCOPED_TRACE(TestSeed());
   const long rows = 37, cols = 320;
   const std::vector<float> w = RandomNormals(rng, static_cast<size_t>(rows * cols), 0.05f);
-  std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(rows, cols));
-  std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(rows, cols));
-  kernels::cpu::QuantizeWeightQ4(kernels::cpu::WeightQ4Source::kF32, w.data(), rows, cols,
-                                 codes.data(), params.data());
-  std::vector<float> want(w.size());
-  kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, want.data());
-  DeviceArray<uint8_t> dcodes(codes);
-  DeviceArray<uint16_t> dparams(params);
-  DeviceArray<float> out(w.size());
-  out.Poison();
-  ASSERT_EQ(cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
-                                     rows, cols, ElemType::kF32, out.get(), nullptr),
-            cudaSuccess);
-  const std::vector<float> got = out.Download();
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << i;
+  for (const int group : {64, 32}) {
+    std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(rows, cols));
+    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(rows, cols, group));
+    kernels::cpu::QuantizeWeightQ4(kernels::cpu::WeightQ4Source::kF32, w.data(), rows, cols, group,
+                                   codes.data(), params.data());
+    std::vector<float> want(w.size());
+    kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, group, want.data());
+    DeviceArray<uint8_t> dcodes(codes);
+    DeviceArray<uint16_t> dparams(params);
+    DeviceArray<float> out(w.size());
+    out.Poison();
+    ASSERT_EQ(cuda_ops::ExpandWeightQ4(dcodes.get(), reinterpret_cast<const __half*>(dparams.get()),
+                                       rows, cols, group, ElemType::kF32, out.get(), nullptr),
+              cudaSuccess);
+    const std::vector<float> got = out.Download();
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << group << " " << i;
+  }
 }
 
 }  // namespace

@@ -24,27 +24,33 @@ std::vector<float> RandomWeight(unsigned seed) {
 }
 
 TEST(WeightQ4Test, GroupsAreKvCacheGroupsAlongTheInputDim) {
-  std::vector<float> w = RandomWeight(1);
-  for (int i = 0; i < 64; ++i) w[64 + i] = 0.25f;  // a constant group: max == min
-  std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
-  std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols));
-  QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, codes.data(), params.data());
-  std::vector<float> out(w.size());
-  ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, out.data());
-  for (long r = 0; r < kRows; ++r) {
-    for (long g = 0; g < kCols / 64; ++g) {
-      uint8_t want_codes[32];
-      uint16_t want_params[2];
-      QuantizeQ4Group(w.data() + r * kCols + g * 64, 64, want_codes, want_params);
-      ASSERT_EQ(std::memcmp(want_codes, codes.data() + (r * kCols + g * 64) / 2, 32), 0);
-      ASSERT_EQ(params[2 * (r * 3 + g)], want_params[0]);
-      ASSERT_EQ(params[2 * (r * 3 + g) + 1], want_params[1]);
-      float want[64];
-      DequantizeQ4Row(want_codes, want_params, 64, want);
-      for (int i = 0; i < 64; ++i) ASSERT_EQ(out[r * kCols + g * 64 + i], want[i]);
+  for (const int group : {64, 32}) {
+    std::vector<float> w = RandomWeight(1);
+    for (int i = 0; i < group; ++i) w[group + i] = 0.25f;  // a constant group: max == min
+    std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
+    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols, group));
+    QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, group, codes.data(),
+                     params.data());
+    std::vector<float> out(w.size());
+    ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, group, out.data());
+    const long groups = kCols / group;
+    for (long r = 0; r < kRows; ++r) {
+      for (long g = 0; g < groups; ++g) {
+        uint8_t want_codes[32];
+        uint16_t want_params[2];
+        // A KV cache row of head_dim `group` is one group of that size.
+        QuantizeQ4Group(w.data() + r * kCols + g * group, group, want_codes, want_params);
+        ASSERT_EQ(std::memcmp(want_codes, codes.data() + (r * kCols + g * group) / 2, group / 2),
+                  0);
+        ASSERT_EQ(params[2 * (r * groups + g)], want_params[0]);
+        ASSERT_EQ(params[2 * (r * groups + g) + 1], want_params[1]);
+        float want[64];
+        DequantizeQ4Row(want_codes, want_params, group, want);
+        for (int i = 0; i < group; ++i) ASSERT_EQ(out[r * kCols + g * group + i], want[i]);
+      }
     }
+    for (int i = 0; i < group; ++i) EXPECT_EQ(out[group + i], 0.25f) << group;
   }
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(out[64 + i], 0.25f);
 }
 
 TEST(WeightQ4Test, HalfAndBf16SourcesQuantizeTheirFloatValues) {
@@ -68,10 +74,11 @@ TEST(WeightQ4Test, HalfAndBf16SourcesQuantizeTheirFloatValues) {
                {WeightQ4Source::kBF16, bf16.data(), bf16_as_float}};
   for (const auto& c : cases) {
     std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols)), want_codes(codes.size());
-    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols)), want_params(params.size());
-    QuantizeWeightQ4(c.type, c.data, kRows, kCols, codes.data(), params.data());
-    QuantizeWeightQ4(WeightQ4Source::kF32, c.as_float.data(), kRows, kCols, want_codes.data(),
-                     want_params.data());
+    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols, kWeightQ4Group));
+    std::vector<uint16_t> want_params(params.size());
+    QuantizeWeightQ4(c.type, c.data, kRows, kCols, kWeightQ4Group, codes.data(), params.data());
+    QuantizeWeightQ4(WeightQ4Source::kF32, c.as_float.data(), kRows, kCols, kWeightQ4Group,
+                     want_codes.data(), want_params.data());
     EXPECT_EQ(codes, want_codes);
     EXPECT_EQ(params, want_params);
   }
@@ -79,19 +86,24 @@ TEST(WeightQ4Test, HalfAndBf16SourcesQuantizeTheirFloatValues) {
 
 TEST(WeightQ4Test, ExpansionErrorIsHalfAStep) {
   const std::vector<float> w = RandomWeight(3);
-  std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
-  std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols));
-  QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, codes.data(), params.data());
-  std::vector<float> out(w.size());
-  ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, out.data());
-  for (long r = 0; r < kRows; ++r) {
-    for (long i = 0; i < kCols; ++i) {
-      const float scale = HalfBitsToFloat(params[2 * (r * 3 + i / 64)]);
-      EXPECT_LE(std::fabs(out[r * kCols + i] - w[r * kCols + i]), 0.5f * scale + 1e-4f);
+  for (const int group : {64, 32}) {
+    std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
+    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols, group));
+    QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, group, codes.data(),
+                     params.data());
+    std::vector<float> out(w.size());
+    ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, group, out.data());
+    for (long r = 0; r < kRows; ++r) {
+      for (long i = 0; i < kCols; ++i) {
+        const float scale = HalfBitsToFloat(params[2 * (r * (kCols / group) + i / group)]);
+        EXPECT_LE(std::fabs(out[r * kCols + i] - w[r * kCols + i]), 0.5f * scale + 1e-4f);
+      }
     }
   }
-  EXPECT_FALSE(WeightQ4Supports(100));
-  EXPECT_TRUE(WeightQ4Supports(576));
+  EXPECT_FALSE(WeightQ4Supports(100, 64));
+  EXPECT_TRUE(WeightQ4Supports(576, 64));
+  EXPECT_FALSE(WeightQ4Supports(48, 32));
+  EXPECT_TRUE(WeightQ4Supports(96, 32));
 }
 
 }  // namespace

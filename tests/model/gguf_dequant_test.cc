@@ -7,13 +7,15 @@
 #include <vector>
 
 #include "src/model/gguf.h"
-#include "src/model/json_file.h"
+#include "tests/model/gguf_blocks.h"
 #include "tests/model/model_files.h"
 
 namespace strata {
 namespace {
 
 using testing_files::Append;
+using testing_files::BlockFixture;
+using testing_files::ReadBlockFixtures;
 
 // Dequantizes `bytes` of `type` holding `n` elements.
 std::vector<float> Expand(GgmlType type, const std::string& bytes, int64_t n) {
@@ -94,38 +96,6 @@ TEST(GgufDequantTest, HalvesAndUnsupported) {
   EXPECT_EQ(s.code(), StatusCode::kUnsupported);
   EXPECT_NE(s.message().find("IQ2_XXS"), std::string::npos);
   EXPECT_NE(s.message().find("Q4_K"), std::string::npos);  // what it can read instead
-}
-
-// Random blocks of each type and gguf-py's dequantization of them (tests/data/gguf/blocks.json,
-// written by make_block_fixture.py). Both follow ggml's order of float operations, so the values
-// agree exactly.
-struct BlockFixture {
-  std::string name;
-  uint32_t type = 0;
-  int64_t block_size = 0;
-  std::string bytes;
-  std::vector<float> values;
-};
-
-std::vector<BlockFixture> ReadBlockFixtures() {
-  Result<nlohmann::json> j =
-      ReadJsonFile(std::string(STRATA_SOURCE_DIR) + "/tests/data/gguf/blocks.json");
-  EXPECT_TRUE(j.ok()) << j.status().ToString();
-  std::vector<BlockFixture> out;
-  if (!j.ok()) return out;
-  for (const auto& [name, t] : (*j)["types"].items()) {
-    BlockFixture f;
-    f.name = name;
-    f.type = t["ggml_type"].get<uint32_t>();
-    f.block_size = t["block_size"].get<int64_t>();
-    const std::string hex = t["bytes_hex"].get<std::string>();
-    for (size_t i = 0; i + 1 < hex.size(); i += 2) {
-      f.bytes += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
-    }
-    f.values = t["values"].get<std::vector<float>>();
-    out.push_back(std::move(f));
-  }
-  return out;
 }
 
 TEST(GgufDequantTest, BlocksMatchGgufPy) {

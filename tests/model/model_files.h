@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,20 @@
 #include "src/core/dtype.h"
 
 namespace strata::testing_files {
+
+// Where scripts/setup.sh puts the default model, SmolLM2-135M-Instruct Q4_1 GGUF ($STRATA_CACHE,
+// else $XDG_CACHE_HOME/strata, else ~/.cache/strata, then models/); it may be absent.
+inline std::filesystem::path DefaultModelPath() {
+  std::filesystem::path cache;
+  if (const char* s = std::getenv("STRATA_CACHE"); s != nullptr && *s != '\0') {
+    cache = s;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
+    cache = std::filesystem::path(x) / "strata";
+  } else if (const char* h = std::getenv("HOME"); h != nullptr) {
+    cache = std::filesystem::path(h) / ".cache" / "strata";
+  }
+  return cache / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+}
 
 // A fresh empty directory under the test temp dir, named after the running test.
 inline std::filesystem::path FreshDir(const std::string& suffix = "") {

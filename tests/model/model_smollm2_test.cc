@@ -3,27 +3,17 @@
 // (token_embd, Q8_0) and transformers' GGUF loader (attn_q/attn_k, Q4_1, un-permuted).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <regex>
 
 #include "src/model/json_file.h"
 #include "src/model/model.h"
+#include "tests/model/model_files.h"
 
 namespace strata {
 namespace {
 
-std::filesystem::path DefaultModelPath() {
-  std::filesystem::path cache;
-  if (const char* s = std::getenv("STRATA_CACHE"); s != nullptr && *s != '\0') {
-    cache = s;
-  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x != nullptr && *x != '\0') {
-    cache = std::filesystem::path(x) / "strata";
-  } else if (const char* h = std::getenv("HOME"); h != nullptr) {
-    cache = std::filesystem::path(h) / ".cache" / "strata";
-  }
-  return cache / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
-}
+using testing_files::DefaultModelPath;
 
 class SmolLm2Test : public ::testing::Test {
  protected:
@@ -109,6 +99,37 @@ TEST_F(SmolLm2Test, DequantMatchesReference) {
     ++checked;
   }
   EXPECT_GE(checked, 30);
+}
+
+TEST_F(SmolLm2Test, FourBitWeightsAreTheFilesQ4_1Blocks) {
+  // Every projection is Q4_1: its 4-bit planes are its blocks, so they expand to exactly the fp32
+  // the model loaded (q and k un-permuted alike). The Q8_0 embedding has no 4-bit blocks.
+  EXPECT_EQ(model_->q4_group(), 32);
+  const ModelWeights& w = model_->weights();
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> params;
+  EXPECT_FALSE(model_->GgufQ4Planes(w.token_embedding, nullptr, nullptr));
+  int checked = 0;
+  for (const int layer : {0, 17, 29}) {
+    const LayerWeights& l = w.layers.at(static_cast<size_t>(layer));
+    for (const TensorView* v : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      const int64_t rows = v->dim(0), cols = v->dim(1);
+      codes.assign(static_cast<size_t>(rows * cols / 2), 0);
+      params.assign(static_cast<size_t>(rows * cols / 32 * 2), 0);
+      ASSERT_TRUE(model_->GgufQ4Planes(*v, codes.data(), params.data()));
+      const auto* want = static_cast<const float*>(v->data);
+      for (int64_t i = 0; i < rows * cols; ++i) {
+        const int64_t g = i / 32, k = i % 32;  // kernels/cpu/weight_q4.h's layout, groups of 32
+        const uint8_t byte = codes[static_cast<size_t>(16 * g + k % 16)];
+        const float got = static_cast<float>(k < 16 ? byte & 0x0F : byte >> 4) *
+                              HalfToFloat(params[static_cast<size_t>(2 * g)]) +
+                          HalfToFloat(params[static_cast<size_t>(2 * g + 1)]);
+        ASSERT_EQ(got, want[i]) << "layer " << layer << " element " << i;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 21);
 }
 
 }  // namespace

@@ -43,11 +43,11 @@ std::string ReadAll(const fs::path& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-void Quantize(const TensorView& w, uint8_t* codes, uint16_t* params) {
+void Quantize(const TensorView& w, int group, uint8_t* codes, uint16_t* params) {
   const auto source = w.dtype == DType::kF32   ? kernels::cpu::WeightQ4Source::kF32
                       : w.dtype == DType::kF16 ? kernels::cpu::WeightQ4Source::kF16
                                                : kernels::cpu::WeightQ4Source::kBF16;
-  kernels::cpu::QuantizeWeightQ4(source, w.data, w.dim(0), w.dim(1), codes, params);
+  kernels::cpu::QuantizeWeightQ4(source, w.data, w.dim(0), w.dim(1), group, codes, params);
 }
 
 // Every weight of `got` equals the one of `want`: dtype, shape and bytes.
@@ -208,8 +208,9 @@ TEST(StoreTest, FourBitWeightsMatchTheKernels) {
       continue;
     }
     std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(x.dim(0), x.dim(1)));
-    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(x.dim(0), x.dim(1)));
-    Quantize(x, codes.data(), params.data());
+    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(x.dim(0), x.dim(1), 64));
+    Quantize(x, 64, codes.data(), params.data());
+    EXPECT_EQ(t->q4_group, 64);
     // Kept as stored: a view of the planes in tensors.bin, nothing expanded at load.
     ASSERT_EQ(y.dtype, DType::kQ4) << wa[i].name;
     const auto* planes = static_cast<const Q4Planes*>(y.data);
@@ -234,6 +235,58 @@ TEST(StoreTest, FourBitWeightsMatchTheKernels) {
   EXPECT_NE(again.status().message().find("convert the model it was converted from"),
             std::string::npos)
       << again.status().message();
+}
+
+// A GGUF file's Q4_1 projections are stored as their own blocks, in groups of 32 (Model::
+// GgufQ4Planes); its Q8_0 embedding is quantized, in groups of 32 too. The default model, when
+// scripts/setup.sh has fetched it.
+TEST(StoreTest, GgufFourBitBlocksAreStoredAsTheyAre) {
+  const fs::path path = testing_files::DefaultModelPath();
+  if (!fs::exists(path)) GTEST_SKIP() << "default model not found at " << path;
+  std::unique_ptr<Model> source = Load(path);
+  ASSERT_NE(source, nullptr);
+  ASSERT_EQ(source->q4_group(), 32);
+  LoadOptions deferred;  // as `strata convert` loads it: a tensor expanded only as it is written
+  deferred.expand_gguf = false;
+  Result<std::unique_ptr<Model>> unexpanded = LoadModel(path.string(), deferred);
+  ASSERT_TRUE(unexpanded.ok()) << unexpanded.status().ToString();
+  ASSERT_EQ((*unexpanded)->q4_group(), 32);
+  const fs::path store = FreshDir() / "store";
+  StoreWriteOptions options;
+  options.quantize_q4 = Quantize;
+  Result<StoreWriteSummary> written = WriteStore(**unexpanded, store.string(), options);
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->raw_matrices, 0);
+  Result<std::unique_ptr<Store>> s = Store::Open(store.string());
+  Result<std::unique_ptr<Model>> loaded = LoadStore(store.string());
+  ASSERT_TRUE(s.ok() && loaded.ok()) << loaded.status().ToString();
+  EXPECT_EQ((*loaded)->q4_group(), 32);
+  ModelWeights a = source->weights(), b = (*loaded)->weights();
+  const std::vector<WeightSlot> wa = WeightSlots(source->config(), &a);
+  const std::vector<WeightSlot> wb = WeightSlots((*loaded)->config(), &b);
+  int blocks = 0, quantized = 0;
+  for (size_t i = 0; i < wa.size(); ++i) {
+    const TensorView &x = *wa[i].view, &y = *wb[i].view;
+    if (x.shape.size() != 2) continue;
+    const StoreTensor* t = (*s)->Find(wa[i].name);
+    ASSERT_NE(t, nullptr);
+    ASSERT_EQ(t->encoding, StoreEncoding::kQ4) << wa[i].name;
+    EXPECT_EQ(t->q4_group, 32) << wa[i].name;
+    std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(x.dim(0), x.dim(1)));
+    std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(x.dim(0), x.dim(1), 32));
+    if (source->GgufQ4Planes(x, codes.data(), params.data())) {
+      ++blocks;
+    } else {
+      Quantize(x, 32, codes.data(), params.data());
+      ++quantized;
+    }
+    const auto* planes = static_cast<const Q4Planes*>(y.data);
+    ASSERT_EQ(planes->group, 32);
+    EXPECT_EQ(std::memcmp(codes.data(), planes->codes, codes.size()), 0) << wa[i].name;
+    EXPECT_EQ(std::memcmp(params.data(), planes->params, params.size() * 2), 0) << wa[i].name;
+  }
+  EXPECT_EQ(blocks, 30 * 7);  // every projection of the 30 layers
+  EXPECT_EQ(quantized, 2);    // the embedding and its tied output projection (one tensor)
 }
 
 TEST(StoreTest, DamagedExtentIsCorruptNamingTheTensor) {

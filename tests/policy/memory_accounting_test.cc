@@ -28,9 +28,14 @@ int64_t TotalWeightBytes(const ModelSpec& m, bool compress) {
 }
 
 TEST(MemoryAccountingTest, FourBitSizes) {
-  EXPECT_EQ(Q4RowBytes(64), 36);      // 32 bytes of codes + fp16 scale and minimum
-  EXPECT_EQ(Q4RowBytes(4096), 2304);  // 4.5 bits per element
-  EXPECT_EQ(Q4RowBytes(100), 58);     // groups of 64 and 36: 50 + 2 * 4
+  EXPECT_EQ(Q4RowBytes(64, 64), 36);      // 32 bytes of codes + fp16 scale and minimum
+  EXPECT_EQ(Q4RowBytes(4096, 64), 2304);  // 4.5 bits per element
+  EXPECT_EQ(Q4RowBytes(4096, 32), 2560);  // 5 bits per element in a GGUF's blocks of 32
+  WeightTensor t{"w", 8, 96, true, 64};
+  EXPECT_FALSE(StoredQ4(t, true));  // 96 is not whole groups of 64
+  t.q4_group = 32;
+  EXPECT_TRUE(StoredQ4(t, true));
+  EXPECT_EQ(StoredRowBytes(t, true, 2), 48 + 3 * 4);
   ModelSpec m = Preset("llama-3-8b");
   EXPECT_EQ(KvHeadTokenBytes(m, false), 256);
   EXPECT_EQ(KvHeadTokenBytes(m, true), 72);

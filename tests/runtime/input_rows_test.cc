@@ -136,7 +136,7 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
       }
       const Q4Planes want = planes.Planes(t.source);
       const size_t code_row = kernels::cpu::WeightQ4CodeBytes(1, cols);
-      const size_t param_row = kernels::cpu::WeightQ4ParamHalves(1, cols);
+      const size_t param_row = kernels::cpu::WeightQ4ParamHalves(1, cols, want.group);
       const uint8_t* params =
           at + kernels::cpu::WeightQ4CodeBytes(static_cast<long>(ids.size()), cols);
       EXPECT_EQ(std::memcmp(at + i * code_row, want.codes + id * code_row, code_row), 0)

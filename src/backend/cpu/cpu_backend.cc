@@ -38,7 +38,7 @@ class CpuBackend final : public Backend {
     } else if (w.dtype == DType::kQ4) {
       const auto* planes = static_cast<const Q4Planes*>(w.data);
       expanded_.resize(static_cast<size_t>(out) * in);
-      k::ExpandWeightQ4(planes->codes, planes->params, out, in, expanded_.data());
+      k::ExpandWeightQ4(planes->codes, planes->params, out, in, planes->group, expanded_.data());
       k::GemmNT(m, out, in, x, expanded_.data(), y, out, false);
     } else {
       panel_.resize(static_cast<size_t>(kPanelRows) * in);
@@ -63,11 +63,12 @@ class CpuBackend final : public Backend {
     const int64_t hidden = table.dim(1);
     if (table.dtype == DType::kQ4) {
       const auto* planes = static_cast<const Q4Planes*>(table.data);
-      const int64_t params_per_row = hidden / kQ4GroupCols * 2;
+      const int64_t params_per_row = hidden / planes->group * 2;
       for (int i = 0; i < n; ++i) {
         STRATA_CHECK(ids[i] >= 0 && ids[i] < table.dim(0));
         k::ExpandWeightQ4(planes->codes + ids[i] * hidden / 2,
-                          planes->params + ids[i] * params_per_row, 1, hidden, out + i * hidden);
+                          planes->params + ids[i] * params_per_row, 1, hidden, planes->group,
+                          out + i * hidden);
       }
       return;
     }

@@ -242,7 +242,7 @@ class CudaBackend final : public Backend {
     const auto* planes = static_cast<const Q4Planes*>(t.data);
     std::vector<float> expanded(static_cast<size_t>(t.numel()));
     kernels::cpu::ExpandWeightQ4(planes->codes, planes->params, static_cast<long>(t.dim(0)),
-                                 static_cast<long>(t.dim(1)), expanded.data());
+                                 static_cast<long>(t.dim(1)), planes->group, expanded.data());
     const size_t bytes = expanded.size() * sizeof(float);
     EvictFor(bytes);
     DeviceBuffer buf(bytes);

@@ -46,7 +46,7 @@ cudaError_t FloatToHalf(const float* x, int64_t n, ElemType to, uint16_t* y, cud
 cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y, cudaStream_t stream);
 // weight_q4.cuh
 cudaError_t ExpandWeightQ4(const uint8_t* codes, const __half* params, int64_t rows, int cols,
-                            ElemType type, void* out, cudaStream_t stream);
+                           int group, ElemType type, void* out, cudaStream_t stream);
 // kv_q4.cuh
 bool Q4HeadDimSupported(int head_dim);
 cudaError_t WriteQ4Cache(const Q4CacheShape& s, const float* rows, int tokens, int first_slot,

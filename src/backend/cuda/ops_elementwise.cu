@@ -59,8 +59,8 @@ cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y, cudaStrea
 }
 
 cudaError_t ExpandWeightQ4(const uint8_t* codes, const __half* params, int64_t rows, int cols,
-                            ElemType type, void* out, cudaStream_t stream) {
-  return k::ExpandWeightQ4(codes, params, rows, cols, type, out, stream);
+                           int group, ElemType type, void* out, cudaStream_t stream) {
+  return k::ExpandWeightQ4(codes, params, rows, cols, group, type, out, stream);
 }
 
 bool Q4HeadDimSupported(int head_dim) { return k::Q4HeadDimSupported(head_dim); }

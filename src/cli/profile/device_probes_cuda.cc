@@ -122,12 +122,13 @@ double PrefillAttentionTflops(const CudaStream& stream) {
 double ExpandQ4Gbps(const CudaStream& stream) {
   constexpr long kDim = 4096;
   const DeviceBuffer codes = Filled(kernels::cpu::WeightQ4CodeBytes(kDim, kDim));
-  const DeviceBuffer params =
-      Filled(kernels::cpu::WeightQ4ParamHalves(kDim, kDim) * sizeof(__half));
+  const DeviceBuffer params = Filled(
+      kernels::cpu::WeightQ4ParamHalves(kDim, kDim, kernels::cpu::kWeightQ4Group) * sizeof(__half));
   DeviceBuffer out(size_t{2} * kDim * kDim);
   const double ms = MedianMs(stream, 1, 10, [&] {
     STRATA_CUDA_CHECK(cuda_ops::ExpandWeightQ4(codes.as<uint8_t>(), params.as<__half>(), kDim, kDim,
-                                               ElemType::kF16, out.get(), stream.get()));
+                                               kernels::cpu::kWeightQ4Group, ElemType::kF16,
+                                               out.get(), stream.get()));
   });
   return PerSecond(2.0 * kDim * kDim, ms) / 1e9;
 }

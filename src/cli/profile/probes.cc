@@ -209,10 +209,14 @@ double PrefillAttentionTflops() {
 double ExpandQ4Gbps() {
   const long rows = 4096, cols = 4096;
   std::vector<uint8_t> codes(kernels::cpu::WeightQ4CodeBytes(rows, cols), 0x5A);
-  std::vector<uint16_t> params(kernels::cpu::WeightQ4ParamHalves(rows, cols), 0x2C00);
+  std::vector<uint16_t> params(
+      kernels::cpu::WeightQ4ParamHalves(rows, cols, kernels::cpu::kWeightQ4Group), 0x2C00);
   std::vector<float> out(size_t(rows) * cols);
   const double t = TimePerCall(
-      [&] { kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, out.data()); },
+      [&] {
+        kernels::cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols,
+                                     kernels::cpu::kWeightQ4Group, out.data());
+      },
       1.0);
   return 2.0 * rows * cols / t / 1e9;
 }
