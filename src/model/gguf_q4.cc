@@ -1,5 +1,6 @@
 #include "src/model/gguf_q4.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "src/core/check.h"
@@ -15,23 +16,32 @@ uint16_t LoadBits(const uint8_t* p) {
   return h;
 }
 
+// *out = x as fp16; false when a finite x overflows it.
+bool ToHalf(float x, uint16_t* out) {
+  *out = FloatToHalf(x);
+  return !std::isfinite(x) || std::isfinite(HalfToFloat(*out));
+}
+
 // Q4_0 (18 bytes: d, 16 code bytes) and Q4_1 (20 bytes: d, m, 16 code bytes) hold one group each,
 // their code bytes already in the planes' order.
-void Q4_0Row(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
+bool Q4_0Row(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
+  bool fits = true;
   for (int64_t i = 0; i < blocks; ++i, b += 18) {
     const uint16_t d = LoadBits(b);
     params[2 * i] = d;
-    params[2 * i + 1] = FloatToHalf(-8.0f * HalfToFloat(d));
+    fits &= ToHalf(-8.0f * HalfToFloat(d), &params[2 * i + 1]);
     std::memcpy(codes + 16 * i, b + 2, 16);
   }
+  return fits;
 }
 
-void Q4_1Row(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
+bool Q4_1Row(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
   for (int64_t i = 0; i < blocks; ++i, b += 20) {
     params[2 * i] = LoadBits(b);
     params[2 * i + 1] = LoadBits(b + 2);
     std::memcpy(codes + 16 * i, b + 4, 16);
   }
+  return true;
 }
 
 // The 6-bit scale and minimum of sub-block j (0-7) of a Q4_K super-block from its 12 packed
@@ -48,15 +58,16 @@ void ScaleMin(int j, const uint8_t* q, int* scale, int* min) {
 
 // Q4_K (144 bytes: d, dmin, 12 bytes of sub-block scales and minima, 128 code bytes): 8 groups.
 // Code byte l of pass p holds element l of sub-block 2p (low nibble) and of 2p + 1 (high).
-void Q4_KRow(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
+bool Q4_KRow(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
+  bool fits = true;
   for (int64_t i = 0; i < blocks; ++i, b += 144) {
     const float d = HalfToFloat(LoadBits(b)), dmin = HalfToFloat(LoadBits(b + 2));
     for (int s = 0; s < 8; ++s) {
       int scale = 0, min = 0;
       ScaleMin(s, b + 4, &scale, &min);
       uint16_t* p = params + 2 * (8 * i + s);
-      p[0] = FloatToHalf(d * static_cast<float>(scale));
-      p[1] = FloatToHalf(-(dmin * static_cast<float>(min)));
+      fits &= ToHalf(d * static_cast<float>(scale), &p[0]);
+      fits &= ToHalf(-(dmin * static_cast<float>(min)), &p[1]);
       const uint8_t* q = b + 16 + 32 * (s / 2);
       const int shift = 4 * (s % 2);
       uint8_t* c = codes + 16 * (8 * i + s);
@@ -65,6 +76,7 @@ void Q4_KRow(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params)
       }
     }
   }
+  return fits;
 }
 
 }  // namespace
@@ -75,7 +87,7 @@ bool GgufHasQ4Blocks(uint32_t type) {
          type == static_cast<uint32_t>(GgmlType::kQ4_K);
 }
 
-void GgufQ4Planes(uint32_t type, const uint8_t* src, int64_t rows, int64_t cols,
+bool GgufQ4Planes(uint32_t type, const uint8_t* src, int64_t rows, int64_t cols,
                   int unpermute_heads, uint8_t* codes, uint16_t* params) {
   STRATA_CHECK(GgufHasQ4Blocks(type));
   const GgmlTypeTraits& traits = *GgmlTypeInfo(type);
@@ -84,15 +96,19 @@ void GgufQ4Planes(uint32_t type, const uint8_t* src, int64_t rows, int64_t cols,
                        : type == static_cast<uint32_t>(GgmlType::kQ4_1) ? Q4_1Row
                                                                         : Q4_KRow;
   const int64_t head_dim = unpermute_heads > 0 ? rows / unpermute_heads : 0;
-#pragma omp parallel for schedule(static)
+  bool fits = true;
+#pragma omp parallel for schedule(static) reduction(&& : fits)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t from = r;
     if (head_dim > 0) {
       const int64_t half = head_dim / 2, h = r / head_dim, j = (r % head_dim) / half, i = r % half;
       from = h * head_dim + 2 * i + j;
     }
-    convert(src + from * row_bytes, blocks, codes + r * (cols / 2), params + r * (cols / 32) * 2);
+    fits = convert(src + from * row_bytes, blocks, codes + r * (cols / 2),
+                   params + r * (cols / 32) * 2) &&
+           fits;
   }
+  return fits;
 }
 
 }  // namespace strata

@@ -20,9 +20,11 @@ bool GgufHasQ4Blocks(uint32_t type);
 // Writes the [rows, cols] tensor of `type` at `src` (rows whole blocks each, back to back) as
 // codes [rows, cols / 2] and params [rows, cols / 32, 2], undoing llama.cpp's q/k row permutation
 // for `unpermute_heads` heads when positive (UnpermuteGgufQk's row order). Parallel over rows.
+// False when a scale or minimum the planes need overflows fp16 (a Q4_0 scale above 8188, say):
+// the planes are then unusable, and the caller quantizes the tensor's expansion instead.
 // REQUIRES: GgufHasQ4Blocks(type); cols a multiple of the type's block size; rows a multiple of
 // 2 * unpermute_heads when it is positive.
-void GgufQ4Planes(uint32_t type, const uint8_t* src, int64_t rows, int64_t cols,
+bool GgufQ4Planes(uint32_t type, const uint8_t* src, int64_t rows, int64_t cols,
                   int unpermute_heads, uint8_t* codes, uint16_t* params);
 
 }  // namespace strata

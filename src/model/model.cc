@@ -68,9 +68,8 @@ int Model::q4_group() const {
 bool Model::GgufQ4Planes(const TensorView& view, uint8_t* codes, uint16_t* params) const {
   const auto it = gguf_q4_.find(view.data);
   if (it == gguf_q4_.end() || view.shape.size() != 2) return false;
-  strata::GgufQ4Planes(it->second.ggml_type, it->second.blocks, view.dim(0), view.dim(1),
-                       it->second.unpermute_heads, codes, params);
-  return true;
+  return strata::GgufQ4Planes(it->second.ggml_type, it->second.blocks, view.dim(0), view.dim(1),
+                              it->second.unpermute_heads, codes, params);
 }
 
 Status Model::ExpandDeferred(const TensorView& view, float* dst) const {

@@ -89,7 +89,8 @@ class Model {
   // they are (GgufQ4Planes); else FlexGen's 64.
   int q4_group() const;
   // When `view`, a matrix of this model, holds a GGUF file's Q4_0, Q4_1 or Q4_K blocks: writes
-  // them as planes in groups of 32 (src/model/gguf_q4.h) and returns true. False for any other.
+  // them as planes in groups of 32 (src/model/gguf_q4.h) and returns true. False for any other,
+  // and when the planes cannot hold them (fp16 overflow; GgufQ4Planes): quantize it instead.
   bool GgufQ4Planes(const TensorView& view, uint8_t* codes, uint16_t* params) const;
   const std::string& source() const { return source_; }
   // The tensors.bin of the strata store the model was loaded from; empty for other sources.

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,8 +31,9 @@ Planes Convert(GgmlType type, const std::string& bytes, int64_t rows, int64_t co
                int unpermute_heads = 0) {
   Planes p{std::vector<uint8_t>(static_cast<size_t>(rows * cols / 2)),
            std::vector<uint16_t>(static_cast<size_t>(rows * cols / 32 * 2))};
-  GgufQ4Planes(static_cast<uint32_t>(type), reinterpret_cast<const uint8_t*>(bytes.data()), rows,
-               cols, unpermute_heads, p.codes.data(), p.params.data());
+  EXPECT_TRUE(GgufQ4Planes(static_cast<uint32_t>(type),
+                           reinterpret_cast<const uint8_t*>(bytes.data()), rows, cols,
+                           unpermute_heads, p.codes.data(), p.params.data()));
   return p;
 }
 
@@ -111,6 +113,18 @@ TEST(GgufQ4Test, RowsAreUnpermutedAsTheExpansionUnpermutesThem) {
   for (int64_t i = 0; i < kRows * kCols; ++i) {
     ASSERT_EQ(Element(p, i), want[static_cast<size_t>(i)]) << "element " << i;
   }
+}
+
+TEST(GgufQ4Test, AScaleWhoseMinimumOverflowsFp16IsRefused) {
+  // Q4_0's minimum is -8 d: for d = 10000 that is beyond fp16, so the planes cannot hold it.
+  std::string bytes = RandomBlocks(false, 2, 9);
+  const uint16_t big = FloatToHalf(10000.0f);
+  std::memcpy(bytes.data() + 18, &big, 2);  // the second block's d
+  std::vector<uint8_t> codes(32);
+  std::vector<uint16_t> params(4);
+  EXPECT_FALSE(GgufQ4Planes(static_cast<uint32_t>(GgmlType::kQ4_0),
+                            reinterpret_cast<const uint8_t*>(bytes.data()), 1, 64, 0, codes.data(),
+                            params.data()));
 }
 
 TEST(GgufQ4Test, OnlyTheLinearFourBitTypesAreTaken) {
