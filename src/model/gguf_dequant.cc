@@ -120,17 +120,6 @@ void BlockQ3_K(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and minimum of sub-block j (0-7) of Q4_K and Q5_K from their 12 packed bytes.
-void ScaleMinK4(int j, const uint8_t* q, int* scale, int* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
-    *min = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-  }
-}
-
 // Q4_K (kHighBits false) and Q5_K: 8 sub-blocks of 32 elements with 6-bit scales and minima;
 // 64 elements per 32 bytes of nibbles (low nibbles first); Q5_K adds a fifth bit per element
 // from qh (bit 2k for the low nibbles of pass k, bit 2k + 1 for the high ones).
@@ -143,7 +132,7 @@ void BlockQ45_K(const uint8_t* b, float* y) {
   for (int pass = 0; pass < 4; ++pass, q += 32) {
     for (int nibble = 0; nibble < 2; ++nibble) {
       int scale = 0, min = 0;
-      ScaleMinK4(2 * pass + nibble, packed, &scale, &min);
+      GgufScaleMinK4(2 * pass + nibble, packed, &scale, &min);
       const float dl = d * static_cast<float>(scale), ml = dmin * static_cast<float>(min);
       const uint8_t bit = static_cast<uint8_t>(1u << (2 * pass + nibble));
       for (int l = 0; l < 32; ++l) {
@@ -273,6 +262,16 @@ const Expandable* FindExpandable(uint32_t type) {
 }
 
 }  // namespace
+
+void GgufScaleMinK4(int j, const uint8_t* packed, int* scale, int* min) {
+  if (j < 4) {
+    *scale = packed[j] & 63;
+    *min = packed[j + 4] & 63;
+  } else {
+    *scale = (packed[j + 4] & 0x0F) | (packed[j - 4] >> 6) << 4;
+    *min = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
+  }
+}
 
 bool GgufCanDequantize(uint32_t type) { return FindExpandable(type) != nullptr; }
 

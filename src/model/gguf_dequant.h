@@ -42,6 +42,10 @@ Status DequantizeGguf(uint32_t type, const uint8_t* src, int64_t n, float* dst);
 Status ExpandGgufTensor(uint32_t type, const uint8_t* src, const std::vector<int64_t>& shape,
                         int unpermute_heads, float* dst);
 
+// The 6-bit scale and minimum of sub-block j (0-7) of a Q4_K or Q5_K super-block from its 12
+// packed bytes (ggml's get_scale_min_k4).
+void GgufScaleMinK4(int j, const uint8_t* packed, int* scale, int* min);
+
 // Undoes the row permutation llama.cpp's converter applies to attn_q/attn_k for its interleaved
 // RoPE, giving Hugging Face's rotate-half layout. With rows split into `n_head` heads of head_dim
 // rows each, HF row h*head_dim + j*head_dim/2 + i is GGUF row h*head_dim + 2*i + j (j in {0, 1}).

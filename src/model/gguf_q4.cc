@@ -6,6 +6,7 @@
 #include "src/core/check.h"
 #include "src/core/dtype.h"
 #include "src/model/gguf.h"
+#include "src/model/gguf_dequant.h"
 
 namespace strata {
 namespace {
@@ -44,18 +45,6 @@ bool Q4_1Row(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params)
   return true;
 }
 
-// The 6-bit scale and minimum of sub-block j (0-7) of a Q4_K super-block from its 12 packed
-// bytes (ggml's get_scale_min_k4).
-void ScaleMin(int j, const uint8_t* q, int* scale, int* min) {
-  if (j < 4) {
-    *scale = q[j] & 63;
-    *min = q[j + 4] & 63;
-  } else {
-    *scale = (q[j + 4] & 0x0F) | (q[j - 4] >> 6) << 4;
-    *min = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
-  }
-}
-
 // Q4_K (144 bytes: d, dmin, 12 bytes of sub-block scales and minima, 128 code bytes): 8 groups.
 // Code byte l of pass p holds element l of sub-block 2p (low nibble) and of 2p + 1 (high).
 bool Q4_KRow(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params) {
@@ -64,7 +53,7 @@ bool Q4_KRow(const uint8_t* b, int64_t blocks, uint8_t* codes, uint16_t* params)
     const float d = HalfToFloat(LoadBits(b)), dmin = HalfToFloat(LoadBits(b + 2));
     for (int s = 0; s < 8; ++s) {
       int scale = 0, min = 0;
-      ScaleMin(s, b + 4, &scale, &min);
+      GgufScaleMinK4(s, b + 4, &scale, &min);
       uint16_t* p = params + 2 * (8 * i + s);
       fits &= ToHalf(d * static_cast<float>(scale), &p[0]);
       fits &= ToHalf(-(dmin * static_cast<float>(min)), &p[1]);
