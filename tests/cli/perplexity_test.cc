@@ -36,46 +36,47 @@ class PerplexityTest : public CliTest {
     Write("prefix.txt", text.substr(0, 4400));
     return "--input " + Path("prefix.txt") + " --window 512 --threads 1";
   }
+
+  // The prefix's perplexity with `flags` over its fp32 perplexity (printed), or -1 on failure.
+  double OverFp32(const std::string& flags, const char* what) {
+    const std::string args = Prefix();
+    static const double fp32 = Perplexity(args);  // the same for every test
+    const double p = Perplexity(args + " " + flags);
+    EXPECT_GT(fp32, 1.0);
+    EXPECT_GT(p, 1.0) << flags;
+    if (fp32 <= 1.0 || p <= 1.0) return -1;
+    std::printf("fp32 %.4f  %s %.4f (%+.2f%%)\n", fp32, what, p, 100 * (p / fp32 - 1));
+    return p / fp32;
+  }
 };
 
 TEST_F(PerplexityTest, SmoothedRotatedFourBitCacheStaysCloseToFp32) {
   if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
-  const std::string args = Prefix();
-  const double fp32 = Perplexity(args);
-  const double smoothed = Perplexity(args + " --compress-cache --cache-keys smoothed");
-  ASSERT_GT(fp32, 1.0);
-  ASSERT_GT(smoothed, 1.0);
-  std::printf("fp32 %.4f  smoothed+rotated 4-bit cache %.4f (%+.2f%%)\n", fp32, smoothed,
-              100 * (smoothed / fp32 - 1));
+  const double smoothed =
+      OverFp32("--compress-cache --cache-keys smoothed", "smoothed+rotated 4-bit cache");
   // Measured 1.017 with the first AVX-512 kernel and 1.035 with the VNNI one (rotated alone:
   // 1.048 and 1.041). The two kernels agree to 1e-4 per output, but every later layer rounds its
   // keys and values to 4 bits, so such differences flip codes and move 894 tokens' perplexity by
   // about 2% either way (the full text: +2.6% and +2.9%, docs/PERFORMANCE.md). The bound is set
   // above that spread; the sharp check is the exact-token one below.
-  EXPECT_LE(smoothed, 1.05 * fp32);
+  EXPECT_GT(smoothed, 0);
+  EXPECT_LE(smoothed, 1.05);
   // Each window's first token and 16 most recent tokens also kept exact: within 1%.
-  const double exact =
-      Perplexity(args + " --compress-cache --cache-sink 1 --cache-window 16");
-  ASSERT_GT(exact, 1.0);
-  std::printf("with the first token and 16 recent tokens exact %.4f (%+.2f%%)\n", exact,
-              100 * (exact / fp32 - 1));
-  EXPECT_LE(exact, 1.01 * fp32);  // measured 1.0044
+  const double exact = OverFp32("--compress-cache --cache-sink 1 --cache-window 16",
+                                "with the first token and 16 recent tokens exact");
+  EXPECT_GT(exact, 0);
+  EXPECT_LE(exact, 1.01);  // measured 1.0044
 }
 
 TEST_F(PerplexityTest, FourBitWeightsKeepTheFilesBlocks) {
   if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
-  const std::string args = Prefix();
-  const double fp32 = Perplexity(args);
-  const double weights = Perplexity(args + " --compress-weight");
-  ASSERT_GT(fp32, 1.0);
-  ASSERT_GT(weights, 1.0);
-  std::printf("fp32 %.4f  4-bit weights %.4f (%+.2f%%)\n", fp32, weights,
-              100 * (weights / fp32 - 1));
+  const double weights = OverFp32("--compress-weight", "4-bit weights");
   // The projections' Q4_1 blocks are kept bit for bit (src/model/gguf_q4.h); what is lost is the
   // Q8_0 embedding, also the output projection, rounded to 4 bits: measured 1.094 here (1.077 on
   // the whole text, where re-quantizing every matrix in groups of 64, as strata did before, cost
   // 1.42).
-  EXPECT_LE(weights, 1.15 * fp32);
+  EXPECT_GT(weights, 0);
+  EXPECT_LE(weights, 1.15);
 }
 
 TEST_F(PerplexityTest, BadFlagsSayWhatIsWrong) {

@@ -23,16 +23,28 @@ std::vector<float> RandomWeight(unsigned seed) {
   return w;
 }
 
+// w [kRows, kCols] quantized in groups of `group`, and its expansion.
+struct RoundTrip {
+  std::vector<uint8_t> codes;
+  std::vector<uint16_t> params;
+  std::vector<float> out;
+};
+
+RoundTrip Quantized(const std::vector<float>& w, int group) {
+  RoundTrip t{std::vector<uint8_t>(WeightQ4CodeBytes(kRows, kCols)),
+              std::vector<uint16_t>(WeightQ4ParamHalves(kRows, kCols, group)),
+              std::vector<float>(w.size())};
+  QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, group, t.codes.data(),
+                   t.params.data());
+  ExpandWeightQ4(t.codes.data(), t.params.data(), kRows, kCols, group, t.out.data());
+  return t;
+}
+
 TEST(WeightQ4Test, GroupsAreKvCacheGroupsAlongTheInputDim) {
   for (const int group : {64, 32}) {
     std::vector<float> w = RandomWeight(1);
     for (int i = 0; i < group; ++i) w[group + i] = 0.25f;  // a constant group: max == min
-    std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
-    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols, group));
-    QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, group, codes.data(),
-                     params.data());
-    std::vector<float> out(w.size());
-    ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, group, out.data());
+    const auto [codes, params, out] = Quantized(w, group);
     const long groups = kCols / group;
     for (long r = 0; r < kRows; ++r) {
       for (long g = 0; g < groups; ++g) {
@@ -87,12 +99,7 @@ TEST(WeightQ4Test, HalfAndBf16SourcesQuantizeTheirFloatValues) {
 TEST(WeightQ4Test, ExpansionErrorIsHalfAStep) {
   const std::vector<float> w = RandomWeight(3);
   for (const int group : {64, 32}) {
-    std::vector<uint8_t> codes(WeightQ4CodeBytes(kRows, kCols));
-    std::vector<uint16_t> params(WeightQ4ParamHalves(kRows, kCols, group));
-    QuantizeWeightQ4(WeightQ4Source::kF32, w.data(), kRows, kCols, group, codes.data(),
-                     params.data());
-    std::vector<float> out(w.size());
-    ExpandWeightQ4(codes.data(), params.data(), kRows, kCols, group, out.data());
+    const auto [codes, params, out] = Quantized(w, group);
     for (long r = 0; r < kRows; ++r) {
       for (long i = 0; i < kCols; ++i) {
         const float scale = HalfBitsToFloat(params[2 * (r * (kCols / group) + i / group)]);
