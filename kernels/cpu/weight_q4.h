@@ -16,8 +16,6 @@
 namespace strata::kernels::cpu {
 
 inline constexpr int kWeightQ4Group = 64;
-// The group sizes the planes may have.
-constexpr bool WeightQ4GroupValid(int group) { return group == 32 || group == 64; }
 
 enum class WeightQ4Source { kF32, kF16, kBF16 };
 
@@ -31,7 +29,7 @@ constexpr size_t WeightQ4ParamHalves(long rows, long cols, int group) {
 constexpr bool WeightQ4Supports(long cols, int group) { return cols > 0 && cols % group == 0; }
 
 // Quantizes w[rows, cols] of element type `type` into the planes of `group`. Parallel over rows
-// (OpenMP). REQUIRES: WeightQ4GroupValid(group); WeightQ4Supports(cols, group); w finite.
+// (OpenMP). REQUIRES: group 32 or 64; WeightQ4Supports(cols, group); w finite.
 void QuantizeWeightQ4(WeightQ4Source type, const void* w, long rows, long cols, int group,
                       uint8_t* codes, uint16_t* params);
 
