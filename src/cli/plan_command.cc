@@ -188,7 +188,12 @@ void PrintReport(const Inputs& in, const PlanEvaluation& e, const SearchResult* 
                        Seconds(search->elapsed_s)
                  : std::string("given"))
       << ")\n"
-      << PlanToString(e.plan) << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
+      << PlanToString(e.plan);
+  if (e.plan.compress_weight) {
+    out << "  4-bit groups " << in.model.q4_group << " weights along a row"
+        << (in.model.q4_group == 32 ? " (the GGUF file's own Q4 blocks)" : "") << "\n";
+  }
+  out << "  as flags     " << PlanToFlexGenFlags(e.plan) << "\n";
   out << "\nMemory per tier\n";
   PrintMemory(out, e, in.hardware);
   out << "\nPredicted time per layer step (one transformer layer, all micro-batches), and of the\n"

@@ -128,6 +128,28 @@ TEST_F(PolicyCliTest, PlanShowsTheInputOutputAndTokenSteps) {
   }
 }
 
+// The default model is a Q4_1 GGUF file: with --compress-weight its plan counts its matrices in
+// the file's own groups of 32 (5 bits a weight: 16 bytes of codes and an fp16 scale and minimum
+// per 32), and says so.
+TEST_F(PolicyCliTest, PlanCountsAGgufFilesFourBitBlocksInGroupsOf32) {
+  if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
+  const std::string args = "plan --model " + DefaultModelPath() +
+                           " --hardware a10 --prompt-len 64 --gen-len 8 --percent 0 100 0 100 "
+                           "100 0 --gpu-batch-size 4 --num-gpu-batches 2 --compress-weight";
+  EXPECT_NE(PlanText(args).find("4-bit groups 32 weights along a row (the GGUF file's own Q4 "
+                                "blocks)"),
+            std::string::npos);
+  const CliResult r = RunKeepingStdout(args + " --json", "plan.json");
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  const nlohmann::json memory = nlohmann::json::parse(ReadFile(Path("plan.json")))["memory"];
+  // SmolLM2-135M: hidden 576, MLP 1536, 30 layers, 9 query and 3 KV heads of 64, vocabulary
+  // 49152, tied embeddings; norms stay fp32 (the file's type).
+  const auto row = [](int64_t cols) { return cols / 2 + cols / 32 * 4; };
+  const int64_t layer =
+      (576 + 192 + 192 + 576 + 1536 + 1536) * row(576) + 576 * row(1536) + 2 * 576 * 4;
+  EXPECT_EQ(memory["CPU"]["weights_bytes"].get<int64_t>(), 49152 * row(576) + 30 * layer + 576 * 4);
+}
+
 TEST_F(PolicyCliTest, PlanOnAMissingModelPathSaysSo) {
   const CliResult r = RunStrata("plan --model " + Path("no/such/model.gguf") +
                                 " --hardware t4 --prompt-len 16 --gen-len 8");
