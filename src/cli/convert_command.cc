@@ -46,6 +46,12 @@ int ConvertCommand(const ConvertOptions& o) {
   std::printf("wrote %s: %d tensors (%d 4-bit), %.1f MiB of extents, from %s in %.1f s\n",
               o.out.c_str(), written->tensors, written->q4_tensors,
               static_cast<double>(written->data_bytes) / (1 << 20), o.model.c_str(), seconds);
+  if (written->q4_blocks_kept > 0) {
+    std::printf(
+        "kept %d of the 4-bit matrices as the file's own Q4 blocks (groups of 32); "
+        "quantized the other %d\n",
+        written->q4_blocks_kept, written->q4_tensors - written->q4_blocks_kept);
+  }
   if (written->raw_matrices > 0) {
     std::printf("kept %d weight matrices raw: their rows are not a multiple of %d elements\n",
                 written->raw_matrices, (*model)->q4_group());

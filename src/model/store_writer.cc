@@ -190,7 +190,9 @@ Result<StoreWriteSummary> WriteStore(const Model& model, const std::string& dir,
     if (options.quantize_q4 && matrix && v.shape[1] % group == 0) {
       std::vector<uint8_t> codes(static_cast<size_t>(v.numel() / 2));
       std::vector<uint16_t> halves(static_cast<size_t>(v.numel() / group * 2));
-      if (!model.GgufQ4Planes(v, codes.data(), halves.data())) {
+      if (model.GgufQ4Planes(v, codes.data(), halves.data())) {
+        ++summary.q4_blocks_kept;
+      } else {
         STRATA_RETURN_IF_ERROR(expand());
         options.quantize_q4(v, group, codes.data(), halves.data());
       }

@@ -32,6 +32,7 @@ struct StoreWriteOptions {
 struct StoreWriteSummary {
   int tensors = 0;          // stored tensors (a tied lm_head is not stored twice)
   int q4_tensors = 0;       // of which 4-bit
+  int q4_blocks_kept = 0;   // of those, a GGUF file's Q4 blocks stored as they are
   int raw_matrices = 0;     // matrices kept raw under quantize_q4 (rows not whole groups)
   uint64_t data_bytes = 0;  // size of tensors.bin
 };

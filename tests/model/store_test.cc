@@ -190,6 +190,7 @@ TEST(StoreTest, FourBitWeightsMatchTheKernels) {
   // hidden 64 divides into groups; intermediate 160 does not, so w_down stays raw.
   EXPECT_EQ(written->raw_matrices, 3);
   EXPECT_GT(written->q4_tensors, 0);
+  EXPECT_EQ(written->q4_blocks_kept, 0);  // a Hugging Face model: every matrix is quantized
   Result<std::unique_ptr<Store>> s = Store::Open(store.string());
   Result<std::unique_ptr<Model>> loaded = LoadStore(store.string());
   ASSERT_TRUE(s.ok() && loaded.ok()) << loaded.status().ToString();
@@ -257,6 +258,7 @@ TEST(StoreTest, GgufFourBitBlocksAreStoredAsTheyAre) {
   Result<StoreWriteSummary> written = WriteStore(**unexpanded, store.string(), options);
   ASSERT_TRUE(written.ok()) << written.status().ToString();
   EXPECT_EQ(written->raw_matrices, 0);
+  EXPECT_EQ(written->q4_blocks_kept, 30 * 7);
   Result<std::unique_ptr<Store>> s = Store::Open(store.string());
   Result<std::unique_ptr<Model>> loaded = LoadStore(store.string());
   ASSERT_TRUE(s.ok() && loaded.ok()) << loaded.status().ToString();
