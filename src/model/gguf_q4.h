@@ -1,8 +1,8 @@
 // A GGUF file's 4-bit blocks as strata's 4-bit weight planes (kernels/cpu/weight_q4.h, groups of
 // 32), without expanding and quantizing again: each 32-element block or sub-block becomes one
 // group, its codes unchanged.
-//   Q4_0: x = d * (q - 8): scale d, minimum -8 d; both exact in fp16, so every element is the same
-//         fp32 value ggml expands it to.
+//   Q4_0: x = d * (q - 8): scale d, minimum -8 d; both exact in fp16 (unless -8 d overflows it,
+//         which GgufQ4Planes refuses), so every element is the fp32 value ggml expands it to.
 //   Q4_1: x = d * q + m: scale d, minimum m; exact likewise.
 //   Q4_K: x = (d * sc) * q - dmin * m per 32-element sub-block (6-bit sc and m): scale and minimum
 //         are those products rounded to fp16 (relative error at most 2^-11 each), and the codes'

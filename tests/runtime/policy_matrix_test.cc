@@ -29,6 +29,7 @@
 #include "src/runtime/offload_generator.h"
 #include "src/runtime/q4_weights.h"
 #include "tests/io/forwarding_env.h"
+#include "tests/model/model_files.h"
 
 namespace strata {
 namespace {
@@ -383,19 +384,10 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
                          ::testing::Values("opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2",
                                            "qwen3", "qwen2-yarn", "phi3"));
 
-std::string DefaultModelPath() {
-  const char* cache = std::getenv("STRATA_CACHE");
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  const std::string d = cache && *cache ? cache
-                        : xdg && *xdg   ? std::string(xdg) + "/strata"
-                                        : std::string(std::getenv("HOME")) + "/.cache/strata";
-  return d + "/models/SmolLM2-135M-Instruct.Q4_1.gguf";
-}
-
 // The default model, kept small: three prompts, five tokens, three policies, with the fp32 and
 // the 4-bit cache (smoothed keys, the default; plain keys under one policy), and with 4-bit weights (fp32 and 4-bit cache).
 TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
-  const std::string path = DefaultModelPath();
+  const std::string path = testing_files::DefaultModelPath().string();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
   auto model = LoadModel(path);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
