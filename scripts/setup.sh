@@ -12,7 +12,7 @@ set -euo pipefail
 PACKAGES=(
   build-essential cmake pkg-config git python3 python3-pip unzip
   liburing-dev libzstd-dev zstd libcli11-dev libyaml-cpp-dev nlohmann-json3-dev libpcre2-dev
-  libopenblas-openmp-dev coinor-libclp-dev libgtest-dev libgmock-dev fio libsentencepiece-dev
+  coinor-libclp-dev libgtest-dev libgmock-dev fio libsentencepiece-dev
 )
 
 missing=()

@@ -1,6 +1,5 @@
 #include "kernels/cpu/threads.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 namespace strata::kernels::cpu {
@@ -8,7 +7,6 @@ namespace strata::kernels::cpu {
 void SetCpuThreads(int n) {
   if (n <= 0) return;
   omp_set_num_threads(n);
-  openblas_set_num_threads(n);
 }
 
 int CpuThreads() { return omp_get_max_threads(); }

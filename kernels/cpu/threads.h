@@ -1,4 +1,4 @@
-// How many CPU threads the kernels use (OpenMP loops and BLAS alike).
+// How many CPU threads the kernels use (their OpenMP loops).
 #pragma once
 
 namespace strata::kernels::cpu {

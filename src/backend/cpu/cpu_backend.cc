@@ -20,7 +20,7 @@ namespace {
 
 namespace k = kernels::cpu;
 
-// Rows of a non-F32 weight converted per GEMM panel: large enough for BLAS efficiency, small
+// Rows of a non-F32 weight converted per GEMM panel: large enough for GEMM efficiency, small
 // enough to stay in cache.
 constexpr int kPanelRows = 256;
 

@@ -17,7 +17,7 @@ double MemcpyGbps();
 // MemcpyGbps while a second thread runs GemmWeightStreamGbps' GEMMs: the emulated device's
 // copies beside its compute, both on the host's memory bus.
 double MemcpyBesideGemmGbps();
-// fp32 GEMM (kernels/cpu/gemm.h, BLAS) at a prefill shape (512 x 4096 x 4096) and a decode shape
+// fp32 GEMM (kernels/cpu/gemm.h) at a prefill shape (512 x 4096 x 4096) and a decode shape
 // (16 x 4096 x 4096), all cores.
 double GemmTflops(int rows);
 // Weight bytes per second the fp32 GEMM streams from memory when it has almost no arithmetic to
