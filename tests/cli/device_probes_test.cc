@@ -26,9 +26,11 @@ TEST(DeviceProbesTest, MeasuresTheGpuOrSaysWhyNot) {
   // Device memory is faster than PCIe, and a 512-row GEMM does more per second than a 16-row one.
   EXPECT_GT(d->d2d_gbps, d->h2d_gbps);
   EXPECT_GT(d->prefill_tflops, d->decode_tflops);
-  // Decode attention is bounded by device memory: no kernel reads faster than the copy's reads.
-  EXPECT_LT(d->attention_gbps, d->memory_gbps);
-  EXPECT_LT(d->attention_q4_gbps, d->memory_gbps);
+  // Decode attention is bounded by device memory. A kernel that only reads can beat the copy's
+  // reads plus writes (on the H200 on 2026-11-26: fp16 attention 4253 GB/s, the copy 4057), so
+  // the bound holds within 25%; a probe that timed nothing, or the wrong bytes, lands far past it.
+  EXPECT_LT(d->attention_gbps, 1.25 * d->memory_gbps);
+  EXPECT_LT(d->attention_q4_gbps, 1.25 * d->memory_gbps);
 }
 
 }  // namespace
