@@ -4,9 +4,11 @@
 # `strata profile`, and print a short table LAST, so that the end of the output alone tells the
 # story.
 #
-#   scripts/gpu_check.sh [--quick] [--full]
-#     --quick  shorter benchmarks (one context length, fewer repetitions)
-#     --full   build every target of the project, not only the gpu tests and benchmarks
+#   scripts/gpu_check.sh [--quick] [--full] [--no-build]
+#     --quick     shorter benchmarks (one context length, fewer repetitions)
+#     --full      build every target of the project, not only the gpu tests and benchmarks
+#     --no-build  run from the existing BUILD_DIR as it is (a built tree, or one carried to a GPU
+#                 machine that cannot configure strata: ../shared/tools/gpu-bundle.sh)
 #
 # Environment: BUILD_DIR (default build-gpu), JOBS (default nproc), OUT (when set, logs are copied
 # there). Exit status: 0 when every gpu test passed (none skipped) and every benchmark target was
@@ -16,11 +18,13 @@ cd "$(dirname "$0")/.."
 
 QUICK=""
 FULL=0
+NO_BUILD=0
 for arg in "$@"; do
   case "$arg" in
     --quick) QUICK="--quick" ;;
     --full) FULL=1 ;;
-    *) echo "usage: scripts/gpu_check.sh [--quick] [--full]" >&2; exit 2 ;;
+    --no-build) NO_BUILD=1 ;;
+    *) echo "usage: scripts/gpu_check.sh [--quick] [--full] [--no-build]" >&2; exit 2 ;;
   esac
 done
 BUILD="${BUILD_DIR:-build-gpu}"
@@ -37,21 +41,27 @@ fi
 [[ "$ARCH" =~ ^[0-9]+$ ]] || ARCH=90
 echo "== gpu_check: ${DEVICE:-no GPU visible to nvidia-smi}, sm_${ARCH}, build dir ${BUILD}"
 
-mkdir -p "$BUILD"
-if ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
+GPU_TARGETS=(cuda_kernels_test cuda_backend_test device_probes_test decode_attention_bench strata)
+mkdir -p "$LOGS"
+if [[ $NO_BUILD -eq 1 ]]; then
+  for t in "$BUILD/strata" "$BUILD/bench/cuda/decode_attention_bench" "$BUILD/CTestTestfile.cmake"; do
+    if [[ ! -e "$t" ]]; then
+      echo "gpu_check: FAIL (--no-build, but $t is missing: build $BUILD with -DSTRATA_CUDA=ON first)"
+      exit 2
+    fi
+  done
+elif ! cmake -S . -B "$BUILD" -DSTRATA_CUDA=ON -DSTRATA_CUDA_ARCHS="$ARCH" \
     -DCMAKE_BUILD_TYPE=Release >"$BUILD/configure.log" 2>&1; then
   tail -n 30 "$BUILD/configure.log"
   echo "gpu_check: FAIL (configure failed; log in $BUILD/configure.log)"
   exit 2
 fi
-mkdir -p "$LOGS"
-GPU_TARGETS=(cuda_kernels_test cuda_backend_test device_probes_test decode_attention_bench strata)
 if [[ $FULL -eq 1 ]]; then
   BUILD_ARGS=()
 else
   BUILD_ARGS=(--target "${GPU_TARGETS[@]}")
 fi
-if ! cmake --build "$BUILD" -j "$JOBS" ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} >"$LOGS/build.log" 2>&1; then
+if [[ $NO_BUILD -eq 0 ]] && ! cmake --build "$BUILD" -j "$JOBS" ${BUILD_ARGS[@]+"${BUILD_ARGS[@]}"} >"$LOGS/build.log" 2>&1; then
   # With --full, an unrelated broken module should not hide the GPU results.
   if [[ $FULL -eq 0 ]] || ! cmake --build "$BUILD" -j "$JOBS" --target "${GPU_TARGETS[@]}" \
       >>"$LOGS/build.log" 2>&1; then
