@@ -1,5 +1,5 @@
 """Re-quantizes a GGUF model's matrices to ggml's K-quant, Q5 and IQ4 types, to check that
-strata loads and runs such files (docs/PERFORMANCE.md, "K-quant and Q5 GGUF files").
+strata loads and runs such files (docs/PERFORMANCE.md, "K-quant, Q5 and IQ4 GGUF files").
 
   python tests/data/gguf/make_kquant_model.py IN.gguf OUT.gguf [TYPE]
 
