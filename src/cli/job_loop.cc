@@ -37,10 +37,10 @@ bool Cancelled(const std::vector<GenerationResult>& results) {
   return false;
 }
 
-// Appends the block's lines, in the block's order, and counts them into *m and *p.
+// Appends the block's lines, in the block's order, and counts them into *m, *p and *out.
 void AppendBlock(const Block& block, const std::vector<GenerationResult>& results,
                  const std::string& model, OutputWriter& writer, JobMetrics* m,
-                 ProgressCounts* p) {
+                 ProgressCounts* p, JobLoopOutcome* out) {
   std::vector<int> prompt_lens, generated;
   size_t next = 0;
   for (const BlockEntry& e : block.entries) {
@@ -62,6 +62,12 @@ void AppendBlock(const Block& block, const std::vector<GenerationResult>& result
     c.finish_reason = r.reason == StopReason::kLength ? FinishReason::kLength : FinishReason::kStop;
     c.format = t.request.format;
     writer.Append(FormatCompletionLine(c, model));
+    if (c.format != RequestFormat::kOpenAiChat) {
+      ++out->raw_prompt_completions;
+      if (c.finish_reason == FinishReason::kStop && c.completion_tokens <= 1) {
+        ++out->raw_prompt_early_stops;
+      }
+    }
     ++m->completed;
     ++m->finish_reasons[FinishReasonName(c.finish_reason)];
     m->prompt_tokens += c.prompt_tokens;
@@ -79,7 +85,8 @@ void AppendBlock(const Block& block, const std::vector<GenerationResult>& result
 JobLoopOutcome RunJobLoop(const JobLoop& loop, JobMetrics* metrics) {
   JobLoopOutcome out;
   ProgressCounts counts;
-  counts.expected = loop.expected_lines;
+  counts.already_done = loop.already_done;
+  counts.expected = std::max(loop.expected_lines, loop.already_done);
   loop.progress->Update(counts);
   Block block;
   std::vector<GenerationRequest> batch;
@@ -110,7 +117,7 @@ JobLoopOutcome RunJobLoop(const JobLoop& loop, JobMetrics* metrics) {
       break;
     }
     const auto write_start = Clock::now();
-    AppendBlock(block, results, loop.model_name, *loop.writer, metrics, &counts);
+    AppendBlock(block, results, loop.model_name, *loop.writer, metrics, &counts, &out);
     if (Status s = loop.writer->Flush(); !s.ok()) {
       out.status = s.WithContext("writing " + loop.writer->path());
       break;
@@ -119,8 +126,9 @@ JobLoopOutcome RunJobLoop(const JobLoop& loop, JobMetrics* metrics) {
     ++metrics->blocks;
     const BlockReaderStats& stats = loop.reader->stats();
     counts.expected_exact = stats.input_done;
-    counts.expected = stats.input_done ? stats.requests + stats.errors
-                                       : std::max(loop.expected_lines, counts.done);
+    counts.expected = stats.input_done
+                          ? loop.already_done + stats.requests + stats.errors
+                          : std::max(loop.expected_lines, loop.already_done + counts.done);
     loop.progress->Update(counts);
   }
   const BlockReaderStats& stats = loop.reader->stats();

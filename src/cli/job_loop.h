@@ -30,12 +30,18 @@ struct JobLoop {
   const std::atomic<bool>* stop = nullptr;  // set by a signal (interrupt.h)
   ProgressReporter* progress = nullptr;
   std::string model_name;                   // for OpenAI result bodies
-  uint64_t expected_lines = 0;              // estimate of the result lines this run writes
+  uint64_t already_done = 0;                // result lines the output held at the start
+  uint64_t expected_lines = 0;              // estimate of the lines it holds at the end
 };
 
 struct JobLoopOutcome {
   Status status;             // the input or output error that ended the job; ok otherwise
   bool interrupted = false;  // stopped by a signal before the input ended
+  // Completions of raw prompts (plain lines and /v1/completions, no chat template), and of those
+  // the ones that stopped after at most one generated token: an instruct model given raw text
+  // often answers with end-of-text at once.
+  uint64_t raw_prompt_completions = 0;
+  uint64_t raw_prompt_early_stops = 0;
 };
 
 // Runs the loop and adds what it did to *metrics (requests, tokens, blocks, padding, journal

@@ -1,6 +1,9 @@
 // strata's command line. The one place where exceptions from libraries are caught.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 
@@ -14,7 +17,23 @@
 #include "src/cli/policy_flags.h"
 #include "src/cli/run_command.h"
 
+namespace {
+
+// OpenMP's idle worker threads spin by default (libgomp), taking a shared machine's cores from
+// everyone else and from strata's own lanes. libgomp reads OMP_WAIT_POLICY once, when it is
+// loaded, so setting it here is too late for this process: when the user left it unset, set it
+// to PASSIVE and start this program again with the same arguments. The variable is set then, so
+// this happens once; if the exec fails, the run goes on with libgomp's default.
+void ReexecWithPassiveOpenMpWait(char** argv) {
+  if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", /*overwrite=*/1);
+  ::execv("/proc/self/exe", argv);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  ReexecWithPassiveOpenMpWait(argv);
   CLI::App app{"strata: offline batch inference for models larger than the GPU"};
   app.require_subcommand(1);
 

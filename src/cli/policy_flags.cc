@@ -1,8 +1,12 @@
 #include "src/cli/policy_flags.h"
 
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -197,6 +201,39 @@ OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& f, const ChosenPlan& c
                         : static_cast<uint64_t>(chosen.device_capacity_bytes);
   o.keep_trace = !f.trace.empty();
   return o;
+}
+
+Status PrepareOffloadDir(const PolicyFlags& f, const Plan& plan) {
+  if (plan.weight_disk_percent() == 0 && plan.cache_disk_percent() == 0 &&
+      plan.activation_disk_percent() == 0) {
+    return Status::Ok();
+  }
+  const std::string dir = f.offload_dir.empty() ? "." : f.offload_dir;
+  const std::string what = "offload directory " + dir;
+  const std::string fix = "pass --offload-dir a writable directory on a disk with room";
+  std::error_code ec;
+  const std::filesystem::file_status st = std::filesystem::status(dir, ec);
+  if (!std::filesystem::exists(st)) {
+    std::filesystem::path path = std::filesystem::absolute(dir, ec).lexically_normal();
+    if (!path.has_filename()) path = path.parent_path();  // "dir/"
+    const std::filesystem::path parent = path.parent_path();
+    if (!std::filesystem::is_directory(parent, ec)) {
+      return Status::NotFound(what + " does not exist, nor does " + parent.string() +
+                              "; create it (mkdir -p " + dir + ") or " + fix);
+    }
+    if (!std::filesystem::create_directory(dir, ec) && ec) {
+      return Status::IoError("cannot create " + what + " (" + ec.message() + "); " + fix);
+    }
+    LogInfo("created " + what + " for the disk tier's scratch file");
+    return Status::Ok();
+  }
+  if (!std::filesystem::is_directory(st)) {
+    return Status::InvalidArgument(what + " is not a directory; " + fix);
+  }
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return Status::IoError(what + " is not writable (" + std::strerror(errno) + "); " + fix);
+  }
+  return Status::Ok();
 }
 
 Status WriteTextFile(const std::string& path, const std::string& text) {

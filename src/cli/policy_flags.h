@@ -95,6 +95,14 @@ Result<Plan> PlanFromFlags(const PolicyFlags& flags);
 // feasible is held to it.
 OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& flags, const ChosenPlan& chosen);
 
+// Makes sure the disk tier can put its scratch file in `flags.offload_dir` when `plan` keeps
+// anything on disk, so that a bad directory is reported before a model loads: a missing
+// directory whose parent exists is created (and the log says so); then it must be a writable
+// directory. Does nothing for a plan without disk parts. Errors: NotFound (neither the directory
+// nor its parent exists), InvalidArgument (not a directory), IoError (not writable, or mkdir
+// failed); each message names the directory and says what to pass --offload-dir.
+Status PrepareOffloadDir(const PolicyFlags& flags, const Plan& plan);
+
 // Writes `text` to `path` ("-": stdout).
 Status WriteTextFile(const std::string& path, const std::string& text);
 

@@ -18,6 +18,7 @@
 #include "src/core/log.h"
 #include "src/job/block_reader.h"
 #include "src/job/chat_template.h"
+#include "src/job/jsonl_reader.h"
 #include "src/job/output_writer.h"
 #include "src/memory/model_spec_of.h"
 #include "src/model/model.h"
@@ -53,13 +54,12 @@ std::string ModelName(const std::string& path) {
   return std::filesystem::is_directory(name) ? name.filename().string() : name.stem().string();
 }
 
-// Result lines this run is expected to write, for the progress ETA until the input is read to
-// its end: the input's lines, this shard's share of them, less what the journal holds.
-uint64_t ExpectedLines(const std::string& input, const ShardSpec& shard, uint64_t journal_lines) {
+// Result lines the job's output is expected to hold at its end, for the progress line until the
+// input is read to its end: the input's lines, or this shard's share of them.
+uint64_t ExpectedLines(const std::string& input, const ShardSpec& shard) {
   Result<uint64_t> lines = CountJsonlLines(input);
   if (!lines.ok()) return 0;
-  const uint64_t share = (*lines + shard.count - 1) / shard.count;
-  return share > journal_lines ? share - journal_lines : 0;
+  return (*lines + shard.count - 1) / shard.count;
 }
 
 void LogSummary(const JobMetrics& m, const std::string& output) {
@@ -73,6 +73,26 @@ void LogSummary(const JobMetrics& m, const std::string& output) {
           " generated tokens in " + Fixed(m.generation_s, 2) + " s (" +
           Fixed(m.generated_tokens / secs, 1) + " generated tokens/s, prompt padding " +
           Fixed(100 * m.padding.prompt_waste(), 1) + "%); output in " + output);
+}
+
+// An instruct model given raw text (not the chat turns its template writes) often answers with
+// end-of-text at once. When at least half of a job's raw-prompt completions did, says why and what
+// to send instead.
+void HintAtChatLines(const JobLoopOutcome& outcome, const ChatTemplate& chat_template) {
+  const ChatTemplate::Family family = chat_template.family();
+  if (family == ChatTemplate::Family::kNone || family == ChatTemplate::Family::kUnknown) return;
+  if (outcome.raw_prompt_early_stops == 0 ||
+      2 * outcome.raw_prompt_early_stops < outcome.raw_prompt_completions) {
+    return;
+  }
+  LogWarn(std::to_string(outcome.raw_prompt_early_stops) + " of " +
+          std::to_string(outcome.raw_prompt_completions) +
+          " raw-prompt requests (\"prompt\" text, not chat \"messages\") stopped with "
+          "end-of-text after at most one token: this model has a " + chat_template.name() +
+          " chat template and answers chat turns, not raw text. Send chat lines instead "
+          "(README.md, \"OpenAI batch format\"): {\"custom_id\": \"q1\", \"method\": \"POST\", "
+          "\"url\": \"/v1/chat/completions\", \"body\": {\"messages\": [{\"role\": \"user\", "
+          "\"content\": \"...\"}], \"max_tokens\": 64}}");
 }
 
 // What --policy auto plans a run for, before its prompts are read: prompts of 512 tokens that
@@ -108,24 +128,29 @@ int RunCommand(const RunOptions& o) {
   }
   kernels::cpu::SetCpuThreads(o.threads);
 
+  // What a user can get wrong is checked before the model loads (seconds to minutes) and before
+  // anything is written: the model path, the input, the output, the hardware profile, a plan by
+  // hand and its offload directory.
   Result<std::string> model_path = ResolveModelPath(o.model);
   if (!model_path.ok()) return Fail(model_path.status());
-  Result<std::unique_ptr<Model>> model = LoadModel(*model_path);
-  if (!model.ok()) return Fail(model.status());
-  Result<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizerForModel(**model);
-  if (!tokenizer.ok()) return Fail(tokenizer.status());
-  const ModelConfig& config = (*model)->config();
-  const auto token_text = [&](int32_t id) {
-    return id >= 0 && id < (*tokenizer)->vocab_size() ? (*tokenizer)->TokenBytes(id) : "";
-  };
-  const ChatTemplate chat_template =
-      ChatTemplate::FromJinja((*model)->chat_template(), token_text((*tokenizer)->bos_id()),
-                              token_text((*tokenizer)->eos_id()));
-  LogInfo("model " + *model_path + ": " + config.Summary() + "; chat template " +
-          chat_template.name());
+  if (Result<std::unique_ptr<JsonlReader>> in = JsonlReader::Open(o.input); !in.ok()) {
+    return Fail(in.status().WithContext("input"));
+  }
+  if (Status s = CheckOutputPath(o.output); !s.ok()) return Fail(s);
+  if (std::error_code ec; std::filesystem::equivalent(o.input, o.output, ec)) {
+    return Fail(Status::InvalidArgument("--output " + o.output + " is the input file; give the "
+                                        "results a file of their own"));
+  }
+  std::string hardware_origin;
+  Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
+  if (!hardware.ok()) return Fail(hardware.status());
+  if (o.policy.explicit_plan()) {
+    Result<Plan> given = PlanFromFlags(o.policy);
+    if (!given.ok()) return Fail(given.status());
+    if (Status s = PrepareOffloadDir(o.policy, *given); !s.ok()) return Fail(s);
+  }
 
   JobMetrics m;
-  m.model = *model_path;
   m.input = o.input;
   m.output = o.output;
   m.shard = shard.ToString();
@@ -143,7 +168,24 @@ int RunCommand(const RunOptions& o) {
     LogWarn("cut a torn last line (" + std::to_string(journal->dropped_bytes) +
             " bytes) off " + o.output + "; its request runs again");
   }
-  const uint64_t expected = ExpectedLines(o.input, shard, journal->lines);
+  const uint64_t already_done = journal->lines;
+  const uint64_t expected = ExpectedLines(o.input, shard);
+
+  Result<std::unique_ptr<Model>> model = LoadModel(*model_path);
+  if (!model.ok()) return Fail(model.status());
+  Result<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizerForModel(**model);
+  if (!tokenizer.ok()) return Fail(tokenizer.status());
+  const ModelConfig& config = (*model)->config();
+  const auto token_text = [&](int32_t id) {
+    return id >= 0 && id < (*tokenizer)->vocab_size() ? (*tokenizer)->TokenBytes(id) : "";
+  };
+  const ChatTemplate chat_template =
+      ChatTemplate::FromJinja((*model)->chat_template(), token_text((*tokenizer)->bos_id()),
+                              token_text((*tokenizer)->eos_id()));
+  LogInfo("model " + *model_path + ": " + config.Summary() + "; chat template " +
+          chat_template.name());
+  m.model = *model_path;
+
   BlockReaderOptions ro;
   ro.block_size = o.batch_size;
   ro.sort_window = o.sort_window;
@@ -154,16 +196,11 @@ int RunCommand(const RunOptions& o) {
   Result<std::unique_ptr<BlockReader>> reader =
       BlockReader::Open(o.input, **tokenizer, ro, std::move(*journal));
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
-  Result<std::unique_ptr<OutputWriter>> writer = OutputWriter::Open(o.output);
-  if (!writer.ok()) return Fail(writer.status().WithContext("output"));
 
   auto backend = MakeCpuBackend();
   Transformer transformer(**model, *backend);
   Generator generator(transformer, **tokenizer, EndOfGenerationIds(**tokenizer, config));
   generator.set_cancel(&stop);
-  std::string hardware_origin;
-  Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
-  if (!hardware.ok()) return Fail(hardware.status());
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
   Result<ChosenPlan> chosen =
@@ -173,6 +210,9 @@ int RunCommand(const RunOptions& o) {
   LogInfo("hardware profile: " + hardware_origin);
   std::unique_ptr<OffloadGenerator> offload;
   if (o.policy.any() || (chosen->searched && !RunsInMemory(plan, *hardware))) {
+    if (chosen->searched) {  // a plan by hand had its offload directory checked above
+      if (Status s = PrepareOffloadDir(o.policy, plan); !s.ok()) return Fail(s);
+    }
     offload = std::make_unique<OffloadGenerator>(**model, *backend, **tokenizer,
                                                  EndOfGenerationIds(**tokenizer, config),
                                                  OffloadOptionsFromFlags(o.policy, *chosen));
@@ -191,6 +231,8 @@ int RunCommand(const RunOptions& o) {
                               : std::string()) +
             "run in memory by the Generator");
   }
+  Result<std::unique_ptr<OutputWriter>> writer = OutputWriter::Open(o.output);
+  if (!writer.ok()) return Fail(writer.status().WithContext("output"));
   m.load_s = Seconds(start);
   LogInfo("loaded in " + Fixed(m.load_s, 2) + " s; " +
           std::to_string(kernels::cpu::CpuThreads()) + " CPU threads, blocks of " +
@@ -207,6 +249,7 @@ int RunCommand(const RunOptions& o) {
   };
   loop.stop = &stop;
   loop.model_name = ModelName(*model_path);
+  loop.already_done = already_done;
   loop.expected_lines = expected;
   const auto gen_start = Clock::now();
   JobLoopOutcome outcome;
@@ -226,6 +269,7 @@ int RunCommand(const RunOptions& o) {
                 : m.failed > 0        ? kExitSomeFailed
                                       : kExitOk;
   LogSummary(m, o.output);
+  HintAtChatLines(outcome, chat_template);
   if (!outcome.status.ok()) Log(LogLevel::kError, outcome.status.message());
   if (outcome.interrupted) {
     LogInfo(std::string("stopped by ") +

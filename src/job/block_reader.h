@@ -57,7 +57,7 @@ struct Block {
 };
 
 struct BlockReaderStats {
-  uint64_t lines = 0;            // non-blank input lines seen
+  uint64_t lines = 0;            // input lines seen
   uint64_t other_shard = 0;      // skipped: they belong to another shard
   uint64_t already_done = 0;     // skipped: answered in the output by an earlier run
   uint64_t errors = 0;           // error entries produced by this run

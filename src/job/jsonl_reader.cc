@@ -10,10 +10,6 @@ namespace {
 constexpr size_t kDecodeWindowBytes = 256 << 10;
 constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
 
-bool IsBlank(std::string_view s) {
-  return s.find_first_not_of(" \t\r") == std::string_view::npos;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<JsonlReader>> JsonlReader::Open(const std::string& path,
@@ -34,7 +30,11 @@ Result<bool> JsonlReader::Next(JsonlLine* out) {
   if (!status_.ok()) return status_;
   while (true) {
     if (buf_pos_ == buf_len_) {
-      if (eof_) return line_started_ && FinishLine(out);
+      if (eof_) {
+        if (!line_started_) return false;
+        FinishLine(out);
+        return true;
+      }
       Result<size_t> n = file_->Read(buf_.data(), buf_.size());
       if (!n.ok()) {
         status_ = n.status();
@@ -59,28 +59,24 @@ Result<bool> JsonlReader::Next(JsonlLine* out) {
     buf_pos_ += take;
     if (newline != nullptr) {
       ++buf_pos_;
-      if (FinishLine(out)) return true;
+      FinishLine(out);
+      return true;
     }
   }
 }
 
-bool JsonlReader::FinishLine(JsonlLine* out) {
+void JsonlReader::FinishLine(JsonlLine* out) {
   ++line_number_;
   line_started_ = false;
   if (!line_.empty() && line_.back() == '\r') line_.pop_back();
   if (line_number_ == 1 && line_.starts_with(kUtf8Bom)) line_.erase(0, kUtf8Bom.size());
   const bool too_long = line_too_long_ || line_.size() > options_.max_line_bytes;
   line_too_long_ = false;
-  if (!too_long && IsBlank(line_)) {
-    line_.clear();
-    return false;
-  }
   out->line_number = line_number_;
   out->too_long = too_long;
   out->text.clear();
   if (!too_long) out->text.swap(line_);
   line_.clear();
-  return true;
 }
 
 Result<uint64_t> CountJsonlLines(const std::string& path) {

@@ -20,7 +20,7 @@ struct JsonlReaderOptions {
 };
 
 struct JsonlLine {
-  uint64_t line_number = 0;  // 1-based physical line in the file; blank lines count too
+  uint64_t line_number = 0;  // 1-based physical line in the file
   std::string text;          // the line without "\n", "\r\n" or a leading BOM; empty if too_long
   bool too_long = false;     // the line exceeded max_line_bytes; report LineTooLongError
 };
@@ -37,9 +37,10 @@ class JsonlReader {
   JsonlReader(const JsonlReader&) = delete;
   JsonlReader& operator=(const JsonlReader&) = delete;
 
-  // Stores the next non-blank line in *out and returns true, or returns false at the end of the
-  // input. Lines of only spaces, tabs and "\r" are skipped; a UTF-8 BOM at the start of the file
-  // is dropped; the last line needs no final newline. On damaged zstd input every line decoded
+  // Stores the next line in *out and returns true, or returns false at the end of the input.
+  // Blank lines are lines too (each input line gets a result line); a UTF-8 BOM at the start of
+  // the file is dropped; the last line needs no final newline, and a final newline starts no
+  // line. On damaged zstd input every line decoded
   // before the damage is returned first, then the Corrupt status (and again on every later
   // call); a partial line at the damage is dropped.
   Result<bool> Next(JsonlLine* out);
@@ -50,8 +51,8 @@ class JsonlReader {
  private:
   JsonlReader(std::unique_ptr<DecodedFile> file, const JsonlReaderOptions& options);
 
-  // Ends the current line; returns true when it is one to hand out.
-  bool FinishLine(JsonlLine* out);
+  // Ends the current line and stores it in *out.
+  void FinishLine(JsonlLine* out);
 
   std::unique_ptr<DecodedFile> file_;
   JsonlReaderOptions options_;

@@ -3,8 +3,9 @@
 //
 // Result lines are matched to input lines the way the journal matches them (output_writer.h): an
 // error line by its "line" number, a completion by its custom_id (the first input line with that
-// id owns it). The input is read with the same rules as `strata run` (blank lines skipped, line
-// numbers counted the same way), so it must be the very file the shards ran on.
+// id owns it). The input is read with the same rules as `strata run` (a blank line is a line and
+// has an error line, line numbers are counted the same way), so it must be the very file the
+// shards ran on.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +23,7 @@ struct MergeOptions {
 };
 
 struct MergeReport {
-  uint64_t lines = 0;        // result lines written, one per non-blank input line
+  uint64_t lines = 0;        // result lines written, one per input line
   uint64_t completions = 0;  // of which completions
   uint64_t errors = 0;       // of which error lines
 };

@@ -30,6 +30,11 @@ Status ErrnoStatus(const std::string& what, const std::string& path, int err) {
   return Status::IoError(std::move(message));
 }
 
+std::string DirectoryOf(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
 Status SyncDirectory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return ErrnoStatus("cannot open directory", dir, errno);
@@ -154,14 +159,29 @@ Result<OutputJournal> RecoverOutputJournal(const std::string& path) {
   return journal;
 }
 
-Result<std::unique_ptr<OutputWriter>> OutputWriter::Open(const std::string& path,
-                                                         const OutputWriterOptions& options) {
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  if (dir.empty()) dir = ".";
+Status CheckOutputPath(const std::string& path) {
+  const std::string dir = DirectoryOf(path);
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return Status::NotFound("output directory " + dir + " does not exist; create it first");
+    return Status::NotFound("output directory " + dir + " does not exist; create it first (mkdir "
+                            "-p " + dir + ")");
   }
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return Status::InvalidArgument(path + " is a directory; give the path of a JSONL file");
+    }
+    if (::access(path.c_str(), W_OK) != 0) return ErrnoStatus("cannot write output", path, errno);
+  } else if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return ErrnoStatus("cannot create the output in directory", dir, errno);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<OutputWriter>> OutputWriter::Open(const std::string& path,
+                                                         const OutputWriterOptions& options) {
+  STRATA_RETURN_IF_ERROR(CheckOutputPath(path));
+  const std::string dir = DirectoryOf(path);
+  struct stat st;
   const bool existed = ::stat(path.c_str(), &st) == 0;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoStatus("cannot open output", path, errno);

@@ -24,8 +24,8 @@ struct OutputWriterOptions {
 // Not thread-safe.
 class OutputWriter {
  public:
-  // Opens `path` for appending, creating it when missing. The parent directory must exist (a
-  // missing one is NotFound naming it). An existing plain file must end with a complete line:
+  // Opens `path` for appending, creating it when missing. Errors: those of CheckOutputPath; an
+  // existing plain file must end with a complete line:
   // run RecoverOutputJournal on it first, or Open returns Corrupt.
   static Result<std::unique_ptr<OutputWriter>> Open(const std::string& path,
                                                     const OutputWriterOptions& options = {});
@@ -62,6 +62,12 @@ class OutputWriter {
   std::string pending_;         // lines appended since the last Flush
   Status status_;
 };
+
+// Checks, creating nothing, what OutputWriter::Open needs of `path` before a job spends time on
+// anything else: its directory exists and `path` is not a directory; an existing file is
+// writable, a missing one can be created in the directory. Errors: NotFound naming the missing
+// directory, InvalidArgument for a directory, IoError naming what is not writable.
+Status CheckOutputPath(const std::string& path);
 
 // What an output file already holds. A request is done when its custom_id has a completion line;
 // an error is done when an error line for its input line number exists (error lines are keyed by

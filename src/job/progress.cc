@@ -24,15 +24,18 @@ std::string Fixed(double v, int digits) {
   return buf;
 }
 
+// Result lines in the output: this run's and an earlier run's.
+uint64_t Done(const ProgressCounts& c) { return c.already_done + c.done; }
+
 double Fraction(const ProgressCounts& c) {
   if (c.expected == 0) return c.expected_exact ? 1.0 : 0.0;
-  return c.done >= c.expected ? 1.0 : static_cast<double>(c.done) / c.expected;
+  return Done(c) >= c.expected ? 1.0 : static_cast<double>(Done(c)) / c.expected;
 }
 
-// Remaining time extrapolated from the pace so far; "?" before the first result.
+// Remaining time extrapolated from this run's pace so far; "?" before its first result.
 std::string Eta(const ProgressCounts& c, double elapsed_s) {
   if (c.done == 0) return "?";
-  const double left = c.expected > c.done ? static_cast<double>(c.expected - c.done) : 0.0;
+  const double left = c.expected > Done(c) ? static_cast<double>(c.expected - Done(c)) : 0.0;
   return Clock(elapsed_s * left / static_cast<double>(c.done));
 }
 
@@ -55,8 +58,10 @@ std::string Timestamp() {
 }  // namespace
 
 std::string FormatProgressLine(const ProgressCounts& c, double elapsed_s) {
-  return "progress " + std::to_string(c.done) + "/" + Total(c) + " requests (" +
-         Fixed(100.0 * Fraction(c), 1) + "%), " + std::to_string(c.failed) + " failed; " +
+  return "progress " + std::to_string(Done(c)) + "/" + Total(c) + " requests (" +
+         Fixed(100.0 * Fraction(c), 1) + "%" +
+         (c.already_done ? ", " + std::to_string(c.already_done) + " already done" : "") + "), " +
+         std::to_string(c.failed) + " failed; " +
          Fixed(Rate(c.generated_tokens, elapsed_s), 0) + " generated tok/s, " +
          Fixed(Rate(c.prompt_tokens + c.generated_tokens, elapsed_s), 0) +
          " total tok/s; elapsed " + Clock(elapsed_s) + ", ETA " + Eta(c, elapsed_s);
@@ -65,7 +70,7 @@ std::string FormatProgressLine(const ProgressCounts& c, double elapsed_s) {
 std::string FormatProgressBar(const ProgressCounts& c, double elapsed_s) {
   const int filled = static_cast<int>(Fraction(c) * kBarWidth);
   return std::string("[") + std::string(filled, '#') + std::string(kBarWidth - filled, '-') + "] " +
-         std::to_string(c.done) + "/" + Total(c) + " requests " +
+         std::to_string(Done(c)) + "/" + Total(c) + " requests " +
          Fixed(100.0 * Fraction(c), 0) + "% | " + Fixed(Rate(c.generated_tokens, elapsed_s), 0) +
          " tok/s | ETA " + Eta(c, elapsed_s) + (c.failed ? " | " + std::to_string(c.failed) +
                                                     " failed" : "");

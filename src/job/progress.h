@@ -5,7 +5,13 @@
 //   strata info: 2025-01-31T04:05:06 progress 120/~400 requests (30.0%), 2 failed;
 //   512 generated tok/s, 1830 total tok/s; elapsed 0:12:34, ETA 0:38:10
 //
-// "~" marks an estimated total (the input has not been read to its end yet).
+// "~" marks an estimated total (the input has not been read to its end yet). A resumed job counts
+// the lines an earlier run wrote into the requests done and the total, and says how many:
+//
+//   strata info: 2025-01-31T04:05:06 progress 260/~400 requests (65.0%, 200 already done),
+//   0 failed; 512 generated tok/s, 1830 total tok/s; elapsed 0:01:00, ETA 0:02:20
+//
+// Rates, the ETA and "failed" are this run's own.
 #pragma once
 
 #include <chrono>
@@ -20,7 +26,9 @@ namespace strata {
 struct ProgressCounts {
   uint64_t done = 0;              // result lines written by this run (completions and errors)
   uint64_t failed = 0;            // of which error lines
-  uint64_t expected = 0;          // result lines this run is expected to write in all
+  uint64_t already_done = 0;      // result lines the output held when this run started
+  uint64_t expected = 0;          // result lines the output is expected to hold at the end,
+                                  // already_done included
   bool expected_exact = false;    // `expected` is known, not estimated
   uint64_t prompt_tokens = 0;     // of the completions written by this run
   uint64_t generated_tokens = 0;  // of the completions written by this run

@@ -120,6 +120,11 @@ ParsedLine ParseRequestLine(std::string_view line, uint64_t line_number) {
                              s.format};
     return out;
   };
+  if (line.find_first_not_of(" \t\r") == std::string_view::npos) {
+    return fail("", "empty_line",
+                "the line is empty; every input line is one request: remove the line or put a "
+                "request on it");
+  }
   if (const auto bad = FindInvalidUtf8(line)) {
     char hex[8];
     std::snprintf(hex, sizeof(hex), "0x%02X", static_cast<unsigned char>(line[*bad]));

@@ -7,6 +7,7 @@
 //
 // Error codes (RequestError::code) produced by this module; they are stable, tests and users
 // match on them:
+//   empty_line         the line is empty or holds only spaces, tabs and "\r"
 //   invalid_json       the line is not JSON (including a raw NUL byte in it)
 //   invalid_utf8       the line holds bytes that are not UTF-8; custom_id is kept when readable
 //   not_an_object      the line is JSON but not an object

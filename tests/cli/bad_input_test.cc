@@ -1,9 +1,9 @@
 // Bad input through the binary: the request-parsing corpus (tests/data/job/bad_lines.jsonl, with
 // its expected codes in bad_lines.expected.tsv) followed by OpenAI lines with bad bodies, an
 // unknown url, a chat request the model has no template for, a prompt beyond the context, a
-// duplicate id and a 20 MB line; then an empty file, a file of only a byte-order mark and blank
-// lines, and a truncated .zst. Every good line completes, every bad line gets an error line
-// whose code and message name the problem, and nothing crashes.
+// duplicate id and a 20 MB line; then an empty file, blank lines, and a truncated .zst. Every
+// good line completes, every bad line (a blank one too) gets an error line whose code and
+// message name the problem, and nothing crashes.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -119,17 +119,41 @@ TEST_F(CliTest, EveryBadLineGetsAnErrorLineAndEveryGoodLineCompletes) {
   EXPECT_EQ(answered.size(), expected.size());
 }
 
-TEST_F(CliTest, EmptyInputsFinishWithAnEmptyOutput) {
-  for (const std::string& text : {std::string(), std::string("\xEF\xBB\xBF\n\n  \r\n"),
-                                  std::string("\n")}) {
-    Write("in.jsonl", text);
-    std::filesystem::remove(Path("out.jsonl"));
-    const CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
-                                  " --output " + Path("out.jsonl"));
-    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
-    EXPECT_TRUE(std::filesystem::exists(Path("out.jsonl")));
-    EXPECT_EQ(ReadFile(Path("out.jsonl")), "");
+TEST_F(CliTest, AnEmptyInputFinishesWithAnEmptyOutput) {
+  Write("in.jsonl", "");
+  const CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
+                                " --output " + Path("out.jsonl"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_TRUE(std::filesystem::exists(Path("out.jsonl")));
+  EXPECT_EQ(ReadFile(Path("out.jsonl")), "");
+}
+
+// Each input line gets a result line, a blank one too; the rerun finds it done.
+TEST_F(CliTest, BlankLinesGetErrorLinesThatTheRerunKeeps) {
+  Write("in.jsonl", "\xEF\xBB\xBF\n" + Json{{"custom_id", "a"}, {"prompt", "Hi"},
+                                             {"max_tokens", 2}}.dump() + "\n  \r\n\n");
+  CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
+                          " --output " + Path("out.jsonl"));
+  EXPECT_EQ(r.exit_code, 1) << r.stderr_text;
+  std::map<uint64_t, std::string> blank;
+  int completions = 0;
+  for (const Json& j : ReadJsonLines(Path("out.jsonl"))) {
+    if (!j.contains("error")) {
+      ++completions;
+      continue;
+    }
+    EXPECT_TRUE(j["custom_id"].is_null()) << j.dump();
+    blank[j["line"].get<uint64_t>()] = j["error"]["code"];
   }
+  EXPECT_EQ(completions, 1);
+  EXPECT_EQ(blank, (std::map<uint64_t, std::string>{
+                       {1, "empty_line"}, {3, "empty_line"}, {4, "empty_line"}}));
+  const std::string first = ReadFile(Path("out.jsonl"));
+  r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") + " --output " +
+                Path("out.jsonl"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("4 already done"), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(ReadFile(Path("out.jsonl")), first);
 }
 
 // A .zst cut short: the lines of its complete frames run, then the job stops with exit 2 naming

@@ -127,6 +127,21 @@ TEST_F(CliTest, MetricsAndProgressLines) {
   EXPECT_GT(m["memory"]["peak_rss_bytes"].get<uint64_t>(), 0u);
 }
 
+// A resumed job's progress counts the lines the earlier run wrote, never "0/~0".
+TEST_F(CliTest, ResumedProgressCountsWhatIsAlreadyDone) {
+  Write("first.jsonl", Requests(8));
+  ASSERT_EQ(RunStrata(RunArgs(Path("first.jsonl"), Path("out.jsonl"))).exit_code, 0);
+  Write("in.jsonl", Requests(16));
+  const CliResult r = RunStrata(RunArgs(Path("in.jsonl"), Path("out.jsonl"),
+                                        "--batch-size 4 --progress-interval 0.01"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("progress 16/16 requests (100.0%, 8 already done), 0 failed"),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("/~0 requests"), std::string::npos) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("progress 0/"), std::string::npos) << r.stderr_text;
+}
+
 // SIGTERM stops the job at a token step with every written line whole; a rerun finishes it
 // with the same lines as a run that was never stopped.
 TEST_F(CliTest, SigtermStopsCleanlyAndTheRerunResumes) {
@@ -208,6 +223,34 @@ TEST_F(CliTest, DefaultModelRendersChatWithItsTemplate) {
   EXPECT_NE(chat["choices"][0]["message"]["content"].get<std::string>().find("Paris"),
             std::string::npos)
       << chat.dump();
+}
+
+// Raw prompts that an instruct model answers with end-of-text at once get a warning that says to
+// send chat lines; the same questions as chat lines get none.
+TEST_F(CliTest, DefaultModelSaysToSendChatLinesWhenRawPromptsStopAtOnce) {
+  if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not in the cache";
+  const std::vector<std::string> questions = {"What is 2 + 2?", "How are you?",
+                                              "What is the capital of France?",
+                                              "Why is the sky blue?"};
+  std::string raw, chat;
+  for (size_t i = 0; i < questions.size(); ++i) {
+    const std::string id = "q" + std::to_string(i);
+    raw += Json{{"custom_id", id}, {"prompt", questions[i]}, {"max_tokens", 8},
+                {"temperature", 0}}.dump() + "\n";
+    chat += Json{{"custom_id", id}, {"method", "POST"}, {"url", "/v1/chat/completions"},
+                 {"body", {{"messages", {{{"role", "user"}, {"content", questions[i]}}}},
+                           {"max_tokens", 8}, {"temperature", 0}}}}.dump() + "\n";
+  }
+  Write("raw.jsonl", raw);
+  Write("chat.jsonl", chat);
+  const std::string hint = "raw-prompt requests (\"prompt\" text, not chat \"messages\") stopped";
+  CliResult r = RunStrata("run --input " + Path("raw.jsonl") + " --output " + Path("raw.out"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find(hint), std::string::npos) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("/v1/chat/completions"), std::string::npos) << r.stderr_text;
+  r = RunStrata("run --input " + Path("chat.jsonl") + " --output " + Path("chat.out"));
+  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find(hint), std::string::npos) << r.stderr_text;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
-// The offloading engine through the binary: an unusable offload directory (missing, not a
-// directory, read-only) ends the run with a clear message and exit code 2, leaving the output
-// journal that earlier blocks wrote intact, and a rerun with a good directory completes it
-// byte for byte as a run that never failed; SIGTERM stops an offloaded run at a token step.
+// The offloading engine through the binary: an unusable offload directory (missing with its
+// parent, not a directory, read-only) ends the run before the model loads with a clear message
+// and exit code 2, leaving the output journal that earlier blocks wrote intact, and a rerun with a
+// new directory (created) completes it byte for byte as a run that never failed; SIGTERM stops an
+// offloaded run at a token step.
 //
 // Faults in the middle of a run (EIO, ENOSPC, short reads) are injected below the binary, in
 // tests/runtime/offload_faults_test.cc and tests/cli/offload_journal_test.cc: the binary has no
@@ -65,12 +66,12 @@ TEST_F(OffloadCliTest, BadOffloadDirectoryKeepsTheJournalAndTheRerunCompletesIt)
     std::string dir, message;
   };
   Write("a-file", "not a directory\n");
-  std::vector<Bad> bad = {{Path("missing"), "does not exist"},
-                          {Path("a-file"), "cannot create a scratch file"}};
+  std::vector<Bad> bad = {{Path("no/such"), "does not exist"},
+                          {Path("a-file"), "is not a directory"}};
   if (::geteuid() != 0) {  // root writes into a read-only directory anyway
     std::filesystem::create_directories(Path("read-only"));
     ::chmod(Path("read-only").c_str(), 0555);
-    bad.push_back({Path("read-only"), "cannot create a scratch file"});
+    bad.push_back({Path("read-only"), "is not writable"});
   }
   for (const Bad& b : bad) {
     SCOPED_TRACE(b.dir);
@@ -79,12 +80,19 @@ TEST_F(OffloadCliTest, BadOffloadDirectoryKeepsTheJournalAndTheRerunCompletesIt)
     EXPECT_NE(r.stderr_text.find("offload directory " + b.dir), std::string::npos) << r.stderr_text;
     EXPECT_NE(r.stderr_text.find(b.message), std::string::npos) << r.stderr_text;
     EXPECT_NE(r.stderr_text.find("--offload-dir"), std::string::npos) << r.stderr_text;
+    // Found before the model loads: no model line, no summary.
+    EXPECT_EQ(r.stderr_text.find("strata info: model"), std::string::npos) << r.stderr_text;
+    EXPECT_EQ(r.stderr_text.find("finished:"), std::string::npos) << r.stderr_text;
     EXPECT_EQ(ReadFile(Path("out.jsonl")), journal) << "the journal changed";
     EXPECT_EQ(ReadJsonLines(Path("out.jsonl")).size(), 8u);  // each line parses
   }
+  // A missing directory whose parent exists is created.
   const CliResult rerun =
-      RunStrata(OffloadRun(Path("all.jsonl"), Path("out.jsonl"), Path("good")));
+      RunStrata(OffloadRun(Path("all.jsonl"), Path("out.jsonl"), Path("new")));
   ASSERT_EQ(rerun.exit_code, 0) << rerun.stderr_text;
+  EXPECT_NE(rerun.stderr_text.find("created offload directory " + Path("new")), std::string::npos)
+      << rerun.stderr_text;
+  EXPECT_TRUE(std::filesystem::is_directory(Path("new")));
   EXPECT_EQ(ReadFile(Path("out.jsonl")), ReadFile(Path("ref.jsonl")));
 }
 

@@ -124,5 +124,87 @@ TEST_F(CliTest, UnusableConfigurationExitsTwoWithAMessage) {
   EXPECT_NE(r.stderr_text.find("scripts/setup.sh"), std::string::npos) << r.stderr_text;
 }
 
+// OpenMP's idle threads sleep unless the user says otherwise (main.cc): without OMP_WAIT_POLICY,
+// strata starts itself once more with PASSIVE. libgomp shows its settings each time it loads
+// (OMP_DISPLAY_ENV): a spin count of 0 is PASSIVE, its default spins 300000 rounds.
+TEST_F(CliTest, OpenMpThreadsSleepWhileWaitingUnlessTheUserSaysOtherwise) {
+  struct Start {
+    int loads = 0;           // how many times libgomp was loaded
+    std::string spincount;   // the last load's GOMP_SPINCOUNT
+  };
+  const auto start = [&](const std::string& env, const std::string& args) {
+    const CliResult r = RunStrata(args, "env -u OMP_WAIT_POLICY OMP_DISPLAY_ENV=verbose " + env);
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    Start s;
+    for (size_t at = 0; (at = r.stderr_text.find("DISPLAY ENVIRONMENT BEGIN", at)) !=
+                        std::string::npos; ++at) {
+      ++s.loads;
+    }
+    const std::string key = "GOMP_SPINCOUNT = '";
+    if (const size_t at = r.stderr_text.rfind(key); at != std::string::npos) {
+      const size_t from = at + key.size();
+      s.spincount = r.stderr_text.substr(from, r.stderr_text.find('\'', from) - from);
+    }
+    return s;
+  };
+  const Start unset = start("", "--help");
+  if (unset.spincount.empty()) GTEST_SKIP() << "the OpenMP runtime is not libgomp";
+  EXPECT_EQ(unset.loads, 2);
+  EXPECT_EQ(unset.spincount, "0");
+  const Start active = start("OMP_WAIT_POLICY=ACTIVE", "--help");
+  EXPECT_EQ(active.loads, 1);
+  EXPECT_NE(active.spincount, "0");
+  const Start passive = start("OMP_WAIT_POLICY=PASSIVE", "--help");
+  EXPECT_EQ(passive.loads, 1);
+  EXPECT_EQ(passive.spincount, "0");
+
+  Write("in.jsonl", Req("a", "Hello") + Req("b", "Bye"));
+  for (const std::string env : {"", "OMP_WAIT_POLICY=ACTIVE"}) {
+    std::filesystem::remove(Path("out.jsonl"));
+    start(env, "run --model " + kModel + " --input " + Path("in.jsonl") + " --output " +
+                   Path("out.jsonl"));
+    EXPECT_EQ(ReadJsonLines(Path("out.jsonl")).size(), 2u) << env;
+  }
+}
+
+// Every problem a user can cause with the paths and flags is reported before the model loads
+// (the model here would fail to load, so its error would come first otherwise), with exit code 2,
+// without a summary or metrics, and with nothing written.
+TEST_F(CliTest, PathAndFlagProblemsAreReportedBeforeTheModelLoads) {
+  Write("in.jsonl", Req("a", "Hello"));
+  Write("truncated.gguf", "GGUF\x03");
+  std::filesystem::create_directories(Path("a-dir"));
+  struct Case {
+    std::string args, message;
+  };
+  const std::string in = " --input " + Path("in.jsonl");
+  const std::string out = " --output " + Path("out.jsonl");
+  const std::vector<Case> cases = {
+      {in + " --output " + Path("no/such/dir/out.jsonl"), "mkdir -p " + Path("no/such/dir")},
+      {in + " --output " + Path("a-dir"), Path("a-dir") + " is a directory"},
+      {in + " --output " + Path("in.jsonl"), "is the input file"},
+      {" --input " + Path("missing.jsonl") + out, "missing.jsonl"},
+      {" --input " + Path("a-dir") + out, Path("a-dir") + " is a directory"},
+      {in + out + " --percent 60 60 100 0 100 0", "percent"},
+      {in + out + " --policy " + Path("no-plan.yaml"), "no-plan.yaml"},
+      {in + out + " --percent 0 0 0 0 0 0 --offload-dir " + Path("no/such/off"),
+       "offload directory " + Path("no/such/off") + " does not exist"},
+      {in + out + " --percent 0 0 0 0 0 0 --offload-dir " + Path("in.jsonl"),
+       "offload directory " + Path("in.jsonl") + " is not a directory"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.args);
+    const CliResult r = RunStrata("run --model " + Path("truncated.gguf") + c.args +
+                                  " --metrics " + Path("m.json"));
+    EXPECT_EQ(r.exit_code, 2);
+    EXPECT_NE(r.stderr_text.find(c.message), std::string::npos) << r.stderr_text;
+    EXPECT_EQ(r.stderr_text.find("truncated.gguf"), std::string::npos) << r.stderr_text;
+    EXPECT_EQ(r.stderr_text.find("finished:"), std::string::npos) << r.stderr_text;
+    EXPECT_FALSE(std::filesystem::exists(Path("out.jsonl")));
+    EXPECT_FALSE(std::filesystem::exists(Path("m.json")));
+  }
+  EXPECT_EQ(ReadFile(Path("in.jsonl")), Req("a", "Hello"));
+}
+
 }  // namespace
 }  // namespace strata

@@ -108,6 +108,25 @@ TEST_F(BlockReaderTest, SkipsWhatTheJournalHolds) {
   EXPECT_EQ(stats_.already_done, 2u);  // "a" and the error of line 2
 }
 
+// A blank line is answered like any line that cannot run, and a rerun finds its error line in
+// the journal by its line number.
+TEST_F(BlockReaderTest, BlankLinesGetErrorsThatAResumeSkips) {
+  const std::string input = Line("a", "hi") + "\n" + " \t\r\n" + Line("b", "yo");
+  const auto blocks = ReadAll(input, {}, /*block_size=*/4);
+  ASSERT_EQ(blocks.size(), 1u);
+  ASSERT_EQ(blocks[0].entries.size(), 4u);
+  EXPECT_EQ(ErrorAt(blocks[0], 1).code, "empty_line");
+  EXPECT_EQ(ErrorAt(blocks[0], 1).line_number, 2u);
+  EXPECT_EQ(ErrorAt(blocks[0], 2).code, "empty_line");
+  EXPECT_EQ(ErrorAt(blocks[0], 2).line_number, 3u);
+
+  OutputJournal journal;
+  journal.completed_ids = {"a", "b"};
+  journal.error_lines = {2, 3};
+  EXPECT_TRUE(ReadAll(input, journal).empty());
+  EXPECT_EQ(stats_.already_done, 4u);
+}
+
 std::vector<std::string> Ids(const Block& b) {
   std::vector<std::string> ids;
   for (const BlockEntry& e : b.entries) {

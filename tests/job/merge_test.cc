@@ -29,18 +29,20 @@ class MergeTest : public TempDirTest {
   }
 };
 
-// Input: a, junk, b, a (duplicate), c. Shards hold their results in any order.
+// Input: a, junk, a blank line, b, a (duplicate), c. Shards hold their results in any order.
 TEST_F(MergeTest, JoinsInInputOrder) {
   WriteBytes(Path("in.jsonl"), In("a") + "not json\n\n" + In("b") + In("a") + In("c"));
   const std::string junk = FormatErrorLine(RequestError{"", 2, "invalid_json", "x"}) + "\n";
-  WriteBytes(Path("s0.jsonl"), Done("c") + Failed("a", 5) + Done("a"));
+  const std::string blank = FormatErrorLine(RequestError{"", 3, "empty_line", "x"}) + "\n";
+  WriteBytes(Path("s0.jsonl"), Done("c") + Failed("a", 5) + Done("a") + blank);
   WriteBytes(Path("s1.jsonl.zst"), ZstdFrame(Done("b")) + ZstdFrame(junk));
   Result<MergeReport> r = Merge({"s0.jsonl", "s1.jsonl.zst"});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->lines, 5u);
+  EXPECT_EQ(r->lines, 6u);
   EXPECT_EQ(r->completions, 3u);
-  EXPECT_EQ(r->errors, 2u);
-  EXPECT_EQ(ReadBytes(Path("m.jsonl")), Done("a") + junk + Done("b") + Failed("a", 5) + Done("c"));
+  EXPECT_EQ(r->errors, 3u);
+  EXPECT_EQ(ReadBytes(Path("m.jsonl")),
+            Done("a") + junk + blank + Done("b") + Failed("a", 5) + Done("c"));
   // Only the merged file is left beside the inputs.
   int files = 0;
   for (const auto& e : std::filesystem::directory_iterator(dir_)) files += e.is_regular_file();

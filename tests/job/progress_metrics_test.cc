@@ -26,6 +26,24 @@ TEST(ProgressTest, LogLineReadsWellInALog) {
   EXPECT_NE(FormatProgressLine(c, 1.0).find("ETA ?"), std::string::npos);
 }
 
+// A resumed job counts what the output already held into the requests done and the total; its
+// rates and ETA are this run's.
+TEST(ProgressTest, AResumedJobCountsWhatAnEarlierRunWrote) {
+  ProgressCounts c;
+  c.already_done = 200;
+  c.expected = 400;
+  EXPECT_EQ(FormatProgressLine(c, 1.0),
+            "progress 200/~400 requests (50.0%, 200 already done), 0 failed; 0 generated tok/s, 0 "
+            "total tok/s; elapsed 0:00:01, ETA ?");
+  c.done = 100;
+  c.generated_tokens = 600;
+  EXPECT_EQ(FormatProgressLine(c, 60.0),
+            "progress 300/~400 requests (75.0%, 200 already done), 0 failed; 10 generated tok/s, "
+            "10 total tok/s; elapsed 0:01:00, ETA 0:01:00");
+  EXPECT_NE(FormatProgressBar(c, 60.0).find("300/~400 requests 75% | 10 tok/s | ETA 0:01:00"),
+            std::string::npos);
+}
+
 TEST(MetricsTest, PaddingWasteAndNullExecutorFields) {
   JobMetrics m;
   m.padding.AddBlock({4, 2}, {3, 1});  // prompt slots 2x4, decode slots 2x3
