@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <sstream>
 
 #include "kernels/cpu/threads.h"
@@ -28,39 +29,35 @@ int Fail(const Status& s) {
   return kExitUnusable;
 }
 
-// Sum of -log p(next token) over the scored tokens of `windows` (each at least prompt + 2
-// tokens), run as one left-padded block: one prefill step over the first `prompt` real tokens of
-// every window (more for the longer windows, so that the shortest still gets `prompt`), then one
-// step per token. Only the tokens after the prefill step are scored; *scored counts them.
-double WindowsNll(Transformer& transformer, const std::vector<std::vector<int32_t>>& windows,
+// Sum of -log p(token) over every token after the first `prompt` of each of `windows`, run as
+// one block: one prefill step over their first `prompt` tokens, whose last row predicts the first
+// scored token, then one step per token. *scored counts the scored tokens, windows.size() x
+// (length - prompt). REQUIRES: windows non-empty, all of one length > prompt (no padding: a
+// window's score does not depend on the others').
+double WindowsNll(Transformer& transformer, std::span<const std::vector<int32_t>> windows,
                   const KvCacheOptions& cache_options, int prompt, size_t* scored) {
   const ModelConfig& c = transformer.config();
   const int batch = static_cast<int>(windows.size());
-  int len = 0;
-  for (const auto& w : windows) len = std::max(len, static_cast<int>(w.size()));
+  const int len = static_cast<int>(windows[0].size());
   KvCache cache(c.num_layers, batch, c.num_kv_heads, len, c.head_dim, cache_options);
   StepInput in;
   in.batch = batch;
-  int prefill = 0;
-  for (const auto& w : windows) {
-    in.start.push_back(len - static_cast<int>(w.size()));
-    prefill = std::max(prefill, in.start.back() + prompt);
-  }
-  std::vector<float> hidden(static_cast<size_t>(batch) * prefill * c.hidden_size);
+  in.start.assign(static_cast<size_t>(batch), 0);
+  const size_t hidden_size = static_cast<size_t>(c.hidden_size);
+  std::vector<float> hidden(static_cast<size_t>(batch) * prompt * hidden_size);
+  std::vector<float> last(static_cast<size_t>(batch) * hidden_size);
   std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
   double nll = 0;
   *scored = 0;
-  for (int first = 0; first + 1 < len;) {
-    in.new_tokens = first == 0 ? prefill : 1;
-    in.cache_len = first + in.new_tokens;
-    in.tokens.assign(static_cast<size_t>(batch) * in.new_tokens, 0);
-    in.positions.assign(in.tokens.size(), 0);
-    for (int b = 0; b < batch; ++b) {  // padding slots feed the first token; never attended
-      for (int t = 0; t < in.new_tokens; ++t) {
-        const int pos = std::max(0, first + t - in.start[b]);
-        const size_t row = static_cast<size_t>(b) * in.new_tokens + t;
-        in.tokens[row] = windows[b][static_cast<size_t>(pos)];
-        in.positions[row] = pos;
+  for (int fed = 0; fed + 1 < len;) {
+    in.new_tokens = fed == 0 ? prompt : 1;
+    in.cache_len = fed + in.new_tokens;
+    in.tokens.clear();
+    in.positions.clear();
+    for (int b = 0; b < batch; ++b) {
+      for (int pos = fed; pos < in.cache_len; ++pos) {
+        in.tokens.push_back(windows[static_cast<size_t>(b)][static_cast<size_t>(pos)]);
+        in.positions.push_back(pos);
       }
     }
     transformer.Embed(in, hidden.data());
@@ -68,22 +65,24 @@ double WindowsNll(Transformer& transformer, const std::vector<std::vector<int32_
       transformer.AttentionLayer(layer, in, cache, hidden.data());
       transformer.MlpLayer(layer, batch * in.new_tokens, hidden.data());
     }
-    const bool prompt_step = first == 0;  // context only: its next-token logits are not scored
-    first = in.cache_len;
-    if (prompt_step) continue;
-    transformer.Logits(hidden.data(), batch, logits.data());
-    const int step = first - 1;
+    fed = in.cache_len;
+    for (int b = 0; b < batch; ++b) {  // each window's newest row predicts its token `fed`
+      const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
+      std::copy_n(hidden.data() + row * hidden_size, hidden_size,
+                  last.data() + static_cast<size_t>(b) * hidden_size);
+    }
+    transformer.Logits(last.data(), batch, logits.data());
     for (int b = 0; b < batch; ++b) {
       const float* l = logits.data() + static_cast<size_t>(b) * c.vocab_size;
       const float max = *std::max_element(l, l + c.vocab_size);
       double sum = 0;
       for (int i = 0; i < c.vocab_size; ++i) sum += std::exp(static_cast<double>(l[i] - max));
-      const int32_t next = windows[b][static_cast<size_t>(step - in.start[b] + 1)];
+      const int32_t next = windows[static_cast<size_t>(b)][static_cast<size_t>(fed)];
       nll += max + std::log(sum) - l[next];
       ++*scored;
     }
-    if (first % 128 == 0) {
-      LogInfo("step " + std::to_string(first) + " of " + std::to_string(len - 1));
+    if (fed % 128 == 0) {
+      LogInfo("step " + std::to_string(fed) + " of " + std::to_string(len - 1));
     }
   }
   return nll;
@@ -135,11 +134,11 @@ int PerplexityCommand(const PerplexityOptions& o) {
         "--cache-sink + --cache-window exceed --window " + std::to_string(o.window) +
         ", so every token would be kept exact: lower them or drop --compress-cache"));
   }
-  if (o.window < o.prompt + 2) {
+  if (o.window < o.prompt + 1) {
     return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
                                         " leaves nothing to score after --prompt " +
                                         std::to_string(o.prompt) +
-                                        "; give a window of at least prompt + 2 tokens"));
+                                        "; give a window of at least prompt + 1 tokens"));
   }
   std::ifstream file(o.input, std::ios::binary);
   if (!file) return Fail(Status::NotFound("cannot open --input " + o.input));
@@ -175,11 +174,11 @@ int PerplexityCommand(const PerplexityOptions& o) {
     std::vector<int32_t> w;
     if (bos) w.push_back(tok.bos_id());
     w.insert(w.end(), ids.begin() + i, ids.begin() + std::min(ids.size(), i + per_window));
-    if (w.size() >= static_cast<size_t>(o.prompt) + 2) windows.push_back(std::move(w));
+    if (w.size() > static_cast<size_t>(o.prompt)) windows.push_back(std::move(w));
   }
   if (windows.empty()) {
-    return Fail(Status::InvalidArgument("--input has fewer than --prompt + 2 = " +
-                                        std::to_string(o.prompt + 2) + " tokens"));
+    return Fail(Status::InvalidArgument("--input has fewer than --prompt + 1 = " +
+                                        std::to_string(o.prompt + 1) + " tokens"));
   }
 
   // The arithmetic a run with --compress-weight does: quantize once, expand to fp32.
@@ -190,10 +189,21 @@ int PerplexityCommand(const PerplexityOptions& o) {
   }
   auto backend = MakeCpuBackend();
   Transformer transformer(**model, *backend, q4_weights ? &q4_weights->RoundTripped() : nullptr);
-  LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(windows.size()) +
-          " windows of up to " + std::to_string(o.window) + " tokens");
+  LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(ids.size()) +
+          " tokens in " + std::to_string(windows.size()) + " windows of up to " +
+          std::to_string(o.window) + " tokens");
+  // Windows of one length run as one block; a shorter last window runs alone after them.
+  double nll = 0;
   size_t scored = 0;
-  const double nll = WindowsNll(transformer, windows, cache_options, o.prompt, &scored);
+  for (size_t first = 0; first < windows.size();) {
+    size_t end = first + 1;
+    while (end < windows.size() && windows[end].size() == windows[first].size()) ++end;
+    size_t block_scored = 0;
+    nll += WindowsNll(transformer, std::span(windows).subspan(first, end - first), cache_options,
+                      o.prompt, &block_scored);
+    scored += block_scored;
+    first = end;
+  }
   std::printf("perplexity %.4f over %zu tokens\n", std::exp(nll / static_cast<double>(scored)),
               scored);
   return kExitOk;

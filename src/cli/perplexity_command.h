@@ -1,16 +1,16 @@
 // `strata perplexity`: what compression costs, measured. The text of --input is tokenized and cut
-// into consecutive, non-overlapping windows of --window tokens (the last one may be shorter); all
-// windows run together as one block. The first --prompt tokens of each window (BOS first when the
-// tokenizer adds one) are its prompt: one prefill step, context only, never scored (a shorter
-// last window is left-padded, and the longer windows' prompts grow by the padding so that one
-// step covers them all). Every later token is fed one per step (teacher forcing) and scored by
-// the log-probability the model gave it, so every scored token attends to its window's earlier
-// tokens through the KV cache in the chosen format, as a generated token would; with
-// smoothed keys (--cache-keys smoothed, the default with --compress-cache) the prompt's keys fit
-// the smoothing, as in a run; --cache-sink and --cache-window keep each window's first and most
-// recent tokens exact, as in a run. Windows shorter than
-// --prompt + 2 tokens are skipped. Prints the perplexity exp(mean negative log-likelihood) and
-// the number of scored tokens.
+// into consecutive, non-overlapping windows of --window tokens (BOS first in each when the
+// tokenizer adds one; the last window may be shorter). The first --prompt tokens of each window
+// are its prompt: one prefill step, context only. Every later token is scored by the
+// log-probability the model gave it, the first from the prefill step's last row, the others fed
+// one per step (teacher forcing), so every scored token attends to its window's earlier tokens
+// through the KV cache in the chosen format, as a generated token would; with smoothed keys
+// (--cache-keys smoothed, the default with --compress-cache) the prompt's keys fit the smoothing,
+// as in a run; --cache-sink and --cache-window keep each window's first and most recent tokens
+// exact, as in a run. The full windows run together as one block and a shorter last window alone
+// after them, so no window is padded and none changes another's score. A last window of --prompt
+// tokens or fewer is skipped. Prints the perplexity exp(mean negative log-likelihood) and the
+// number of scored tokens: the windows' tokens (BOS included) minus windows x --prompt.
 #pragma once
 
 #include <string>
@@ -27,7 +27,8 @@ struct PerplexityOptions {
   int window = 1024;             // tokens per window; at most the model's context length
   int threads = 0;               // CPU threads; 0: all cores
   bool compress_cache = false;   // 4-bit KV cache
-  int prompt = 64;               // tokens per window fed as one prefill step, not scored
+  int prompt = 64;               // tokens per window fed as one prefill step, not scored;
+                                 // window >= prompt + 1
   std::string cache_keys;        // with compress_cache: how keys are stored, plain, rotated or
                                  // smoothed (policy/plan.h CacheKeys); empty: smoothed
   int cache_sink = 0;            // with compress_cache: each window's first tokens kept exact

@@ -69,16 +69,10 @@ void BlockSequences::Push(int seq, int32_t token) {
       st.done = true;
     }
   }
-  if (st.done && res.reason != StopReason::kStopString) {
-    const size_t old_size = res.text.size();
-    res.text += st.detok.Finish();
-    const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
-    if (cut != std::string::npos) {
-      res.text.resize(cut);
-      res.reason = StopReason::kStopString;
-    }
+  if (st.done) {
+    st.detok.Finish();  // the text ends at its last whole character, never in U+FFFD
+    --running_;
   }
-  if (st.done) --running_;
 }
 
 }  // namespace strata

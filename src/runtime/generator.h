@@ -27,7 +27,8 @@ enum class StopReason { kEndOfGeneration, kStopString, kLength, kCancelled };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids, the stopping token included
-  std::string text;             // detokenized, special tokens skipped, cut before a stop string
+  std::string text;             // detokenized, special tokens skipped, cut before a stop string;
+                                // an incomplete character at its end is dropped, not U+FFFD
   StopReason reason = StopReason::kLength;
 };
 

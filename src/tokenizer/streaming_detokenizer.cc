@@ -24,10 +24,6 @@ std::string StreamingDetokenizer::Push(int32_t id) {
   return out;
 }
 
-std::string StreamingDetokenizer::Finish() {
-  std::string out = SanitizeUtf8(pending_);
-  pending_.clear();
-  return out;
-}
+void StreamingDetokenizer::Finish() { pending_.clear(); }
 
 }  // namespace strata

@@ -107,7 +107,8 @@ class Tokenizer {
 };
 
 // Turns a stream of token ids into text that never splits a UTF-8 character: bytes of an
-// incomplete character are held until the character completes. Not thread-safe.
+// incomplete character are held until the character completes, and dropped if the stream ends
+// first. Not thread-safe.
 class StreamingDetokenizer {
  public:
   StreamingDetokenizer(const Tokenizer& tokenizer, bool skip_special)
@@ -116,8 +117,10 @@ class StreamingDetokenizer {
   // a character come out as U+FFFD at once; ids outside the vocabulary, and special tokens when
   // `skip_special`, add nothing.
   std::string Push(int32_t id);
-  // Returns what is still held; invalid trailing bytes become U+FFFD.
-  std::string Finish();
+  // Ends the stream. What is still held is always the start of a character cut off by the end
+  // of the ids (Push returns everything else); it is dropped, never replaced by U+FFFD, so text
+  // cut inside a character ends at the last whole one. The next Push starts a new stream.
+  void Finish();
 
  private:
   const Tokenizer& tokenizer_;

@@ -35,21 +35,6 @@ Utf8Char NextUtf8Char(std::string_view s, size_t pos) {
   return {Utf8Kind::kValid, length, codepoint};
 }
 
-std::string SanitizeUtf8(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t pos = 0; pos < s.size();) {
-    const Utf8Char c = NextUtf8Char(s, pos);
-    if (c.kind == Utf8Kind::kValid) {
-      out.append(s.substr(pos, c.length));
-    } else {
-      out.append(kReplacementCharacter);
-    }
-    pos += c.length;
-  }
-  return out;
-}
-
 void AppendUtf8(uint32_t codepoint, std::string* out) {
   if (codepoint < 0x80) {
     out->push_back(static_cast<char>(codepoint));

@@ -25,10 +25,6 @@ struct Utf8Char {
 // Classifies the bytes of `s` starting at `pos`. REQUIRES: pos < s.size().
 Utf8Char NextUtf8Char(std::string_view s, size_t pos);
 
-// `s` with every ill-formed or truncated subsequence replaced by U+FFFD, one per maximal subpart
-// (what Python's errors="replace" and Rust's from_utf8_lossy do).
-std::string SanitizeUtf8(std::string_view s);
-
 // Appends the UTF-8 encoding of `codepoint`. REQUIRES: codepoint <= 0x10FFFF.
 void AppendUtf8(uint32_t codepoint, std::string* out);
 

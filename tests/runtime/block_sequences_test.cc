@@ -55,5 +55,63 @@ TEST(BlockSequencesTest, NeverDrawsAnIdTheTokenizerLacks) {
   EXPECT_EQ(results[1].text.size(), 200u);
 }
 
+// Ids 0..4 are "a", the three bytes of 日 (E6 97 A5) and "b"; nothing else exists.
+class BytePieceTokenizer final : public Tokenizer {
+ public:
+  std::vector<int32_t> Encode(std::string_view, bool) const override { return {}; }
+  std::string TokenBytes(int32_t id) const override { return kPieces[id]; }
+  std::string Decode(const std::vector<int32_t>& ids, bool) const override {
+    std::string s;
+    for (int32_t id : ids) s += TokenBytes(id);
+    return s;
+  }
+  int vocab_size() const override { return 5; }
+  int bos_id() const override { return -1; }
+  int eos_id() const override { return -1; }
+  bool add_bos_by_default() const override { return false; }
+  bool IsSpecial(int32_t) const override { return false; }
+  int32_t SpecialTokenId(std::string_view) const override { return -1; }
+
+ private:
+  static constexpr const char* kPieces[] = {"a", "\xE6", "\x97", "\xA5", "b"};
+};
+
+// Runs one greedy sequence that draws `ids` in turn. REQUIRES: it stops within `ids`.
+GenerationResult Draw(const GenerationRequest& request, const std::vector<int32_t>& ids,
+                      const std::vector<int32_t>& eog) {
+  const BytePieceTokenizer tokenizer;
+  const std::vector<GenerationRequest> block{request};
+  BlockSequences sequences(block, tokenizer, eog);
+  for (int step = 0; !sequences.all_done(); ++step) {
+    std::vector<float> logits(5, 0.0f);
+    logits[static_cast<size_t>(ids.at(static_cast<size_t>(step)))] = 1.0f;
+    sequences.Sample(0, 1, logits.data(), 5, step);
+  }
+  return sequences.TakeResults()[0];
+}
+
+// A reply that ends inside a character (max_tokens, end-of-text) ends at the last whole one,
+// never in U+FFFD, and still counts every token it generated.
+TEST(BlockSequencesTest, DropsACharacterCutOffByTheEnd) {
+  GenerationRequest request;
+  request.sampling.temperature = 0.0f;
+  const std::vector<int32_t> no_eog;
+  for (int max_new_tokens : {2, 3}) {  // cut after E6, after E6 97
+    request.max_new_tokens = max_new_tokens;
+    const GenerationResult r = Draw(request, {0, 1, 2, 3}, no_eog);
+    EXPECT_EQ(r.reason, StopReason::kLength);
+    EXPECT_EQ(r.tokens.size(), static_cast<size_t>(max_new_tokens));
+    EXPECT_EQ(r.text, "a") << max_new_tokens;
+  }
+  request.max_new_tokens = 4;
+  EXPECT_EQ(Draw(request, {0, 1, 2, 3}, no_eog).text, "a\xE6\x97\xA5");
+  // An end-of-text id (here "b") after E6 97: the two bytes are dropped, the id counted.
+  request.max_new_tokens = 10;
+  const GenerationResult eot = Draw(request, {0, 1, 2, 4}, {4});
+  EXPECT_EQ(eot.reason, StopReason::kEndOfGeneration);
+  EXPECT_EQ(eot.tokens, (std::vector<int32_t>{0, 1, 2, 4}));
+  EXPECT_EQ(eot.text, "a");
+}
+
 }  // namespace
 }  // namespace strata

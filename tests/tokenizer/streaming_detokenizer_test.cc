@@ -22,6 +22,16 @@ class StreamingDetokenizerTest : public ::testing::Test {
     tokenizer_ = std::move(t).value();
   }
 
+  // Whether `s` is nothing but well-formed characters.
+  static bool WholeUtf8(std::string_view s) {
+    for (size_t pos = 0; pos < s.size();) {
+      const Utf8Char c = NextUtf8Char(s, pos);
+      if (c.kind != Utf8Kind::kValid) return false;
+      pos += c.length;
+    }
+    return true;
+  }
+
   // Pushes the ids of `text` one at a time; every piece must be whole UTF-8.
   std::string Stream(const std::vector<int32_t>& ids, bool skip_special, int* held_pushes) {
     StreamingDetokenizer detokenizer(*tokenizer_, skip_special);
@@ -29,11 +39,23 @@ class StreamingDetokenizerTest : public ::testing::Test {
     *held_pushes = 0;
     for (int32_t id : ids) {
       const std::string piece = detokenizer.Push(id);
-      EXPECT_EQ(SanitizeUtf8(piece), piece) << Escaped(piece);
+      EXPECT_TRUE(WholeUtf8(piece)) << Escaped(piece);
       if (piece.empty()) ++*held_pushes;
       out += piece;
     }
-    return out + detokenizer.Finish();
+    detokenizer.Finish();
+    return out;
+  }
+
+  // One id per byte of `text`.
+  std::vector<int32_t> ByteIds(const std::string& text) {
+    std::vector<int32_t> ids;
+    for (char byte : text) {
+      const std::vector<int32_t> one = tokenizer_->Encode(std::string(1, byte), false);
+      EXPECT_EQ(one.size(), 1u);
+      ids.push_back(one.at(0));
+    }
+    return ids;
   }
 
   std::unique_ptr<Tokenizer> tokenizer_;
@@ -45,13 +67,7 @@ TEST_F(StreamingDetokenizerTest, HoldsCharactersSplitAcrossTokens) {
     int held = 0;
     EXPECT_EQ(Stream(tokenizer_->Encode(text, false), false, &held), text) << Escaped(text);
     // One token per byte splits every multi-byte character across tokens.
-    std::vector<int32_t> byte_ids;
-    for (char byte : text) {
-      const std::vector<int32_t> ids = tokenizer_->Encode(std::string(1, byte), false);
-      ASSERT_EQ(ids.size(), 1u);
-      byte_ids.push_back(ids[0]);
-    }
-    EXPECT_EQ(Stream(byte_ids, false, &held), text) << Escaped(text);
+    EXPECT_EQ(Stream(ByteIds(text), false, &held), text) << Escaped(text);
     EXPECT_GT(held, 0);
   }
 }
@@ -64,26 +80,52 @@ TEST_F(StreamingDetokenizerTest, SpecialTokens) {
 }
 
 TEST_F(StreamingDetokenizerTest, InvalidBytesBecomeReplacementCharacters) {
-  // A stray byte is replaced at once; a cut-off character only at Finish().
+  // A stray byte is replaced at once; so is a character that the next byte cuts off.
   const std::vector<int32_t> ids = tokenizer_->Encode(
       "a\xFF"
-      "b\xE4\xB8",
+      "b\xE4\xB8"
+      "c",
       false);
   StreamingDetokenizer detokenizer(*tokenizer_, false);
   std::string out;
   for (int32_t id : ids) out += detokenizer.Push(id);
   EXPECT_EQ(out,
             "a\xEF\xBF\xBD"
-            "b");
-  EXPECT_EQ(detokenizer.Finish(), "\xEF\xBF\xBD");
-  EXPECT_EQ(detokenizer.Finish(), "");
+            "b\xEF\xBF\xBD"
+            "c");
+}
+
+// A stream that ends inside a character (a reply cut by max_tokens) ends at the last whole one:
+// the cut-off bytes are dropped at Finish(), never replaced by U+FFFD.
+TEST_F(StreamingDetokenizerTest, FinishDropsACharacterCutOffByTheEnd) {
+  const std::string text =
+      "a\xC3\xA9"          // é, 2 bytes
+      "\xE6\x97\xA5"       // 日, 3 bytes
+      "\xF0\x9F\x8E\x89";  // 🎉, 4 bytes
+  const std::vector<int32_t> ids = ByteIds(text);
+  const size_t whole[] = {0, 1, 1, 3, 3, 3, 6, 6, 6, 6, 10};  // bytes of whole characters
+  for (size_t cut = 0; cut <= text.size(); ++cut) {
+    int held = 0;
+    const std::vector<int32_t> prefix(ids.begin(), ids.begin() + static_cast<long>(cut));
+    EXPECT_EQ(Stream(prefix, false, &held), text.substr(0, whole[cut])) << "cut after " << cut;
+  }
+  // What Finish() dropped does not reach the next stream: the continuation bytes of 日 alone
+  // are ill-formed.
+  StreamingDetokenizer detokenizer(*tokenizer_, false);
+  EXPECT_EQ(detokenizer.Push(ids[3]), "");  // \xE6
+  detokenizer.Finish();
+  EXPECT_EQ(detokenizer.Push(ids[4]), "\xEF\xBF\xBD");
+  EXPECT_EQ(detokenizer.Push(ids[5]), "\xEF\xBF\xBD");
+  EXPECT_EQ(detokenizer.Push(ids[3]), "");
+  EXPECT_EQ(detokenizer.Push(ids[4]), "");
+  EXPECT_EQ(detokenizer.Push(ids[5]), "\xE6\x97\xA5");
 }
 
 TEST_F(StreamingDetokenizerTest, IdsOutsideTheVocabularyAddNothing) {
   StreamingDetokenizer detokenizer(*tokenizer_, false);
   EXPECT_EQ(detokenizer.Push(-1), "");
   EXPECT_EQ(detokenizer.Push(tokenizer_->vocab_size()), "");
-  EXPECT_EQ(detokenizer.Finish(), "");
+  EXPECT_EQ(detokenizer.Push(tokenizer_->Encode("a", false).at(0)), "a");
 }
 
 }  // namespace

@@ -41,20 +41,6 @@ TEST(Utf8Test, TruncatedAndInvalid) {
             2);
 }
 
-TEST(Utf8Test, SanitizeReplacesEachMaximalSubpart) {
-  EXPECT_EQ(SanitizeUtf8("ok"), "ok");
-  EXPECT_EQ(SanitizeUtf8("a\xFF"
-                         "b"),
-            "a\xEF\xBF\xBD"
-            "b");
-  EXPECT_EQ(SanitizeUtf8("\xE4\xB8"
-                         "a"),
-            "\xEF\xBF\xBD"
-            "a");
-  EXPECT_EQ(SanitizeUtf8("\xF0\x9F\x8E"), "\xEF\xBF\xBD");
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), "\xEF\xBF\xBD\xEF\xBF\xBD");
-}
-
 TEST(Utf8Test, AppendAndWhitespace) {
   std::string out;
   for (uint32_t cp : {0x41u, 0xE9u, 0x4E2Du, 0x1F389u}) AppendUtf8(cp, &out);
