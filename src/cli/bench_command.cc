@@ -77,8 +77,27 @@ Result<DType> WeightDType(const std::string& name) {
   return Status::InvalidArgument("--weight-dtype must be f16, bf16 or f32, got " + name);
 }
 
-// A model file or directory as loaded; a preset with synthetic weights otherwise.
-Result<std::unique_ptr<Model>> BenchModel(const BenchOptions& o) {
+// What bench runs: the model and the name its report gives it.
+struct BenchModel {
+  std::unique_ptr<Model> model;
+  std::string name;  // the path, or the preset and how many of its layers, e.g.
+                     // "llama-2-7b, 2 of its 32 layers (--num-layers 2)"
+};
+
+// A preset's name and, when --num-layers changes them, the layers bench builds of it.
+std::string PresetName(const ModelSpec& spec, int num_layers) {
+  const std::string n = std::to_string(num_layers), all = std::to_string(spec.num_layers);
+  if (num_layers == 0 || num_layers == spec.num_layers) return spec.name;
+  if (num_layers < spec.num_layers) {
+    return spec.name + ", " + n + " of its " + all + " layers (--num-layers " + n + ")";
+  }
+  return spec.name + " with " + n + " layers (--num-layers " + n + "; the preset has " + all + ")";
+}
+
+// A model file or directory as loaded; a preset with synthetic weights otherwise, made on demand
+// (src/model/synthetic_model.h): nothing is allocated for them until the engine places them, and
+// then only their homes.
+Result<BenchModel> MakeBenchModel(const BenchOptions& o) {
   std::error_code ec;
   if (std::filesystem::exists(o.model, ec) && !o.model.ends_with(".yaml")) {
     if (o.num_layers > 0) {
@@ -86,22 +105,19 @@ Result<std::unique_ptr<Model>> BenchModel(const BenchOptions& o) {
     }
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(o.model));
     LogInfo("model " + o.model + ": " + model->config().Summary());
-    return model;
+    return BenchModel{std::move(model), o.model};
   }
   STRATA_ASSIGN_OR_RETURN(std::string preset, ResolveConfigFile("models", o.model));
   STRATA_ASSIGN_OR_RETURN(ModelSpec spec, LoadModelSpecYaml(preset));
   STRATA_ASSIGN_OR_RETURN(DType dtype, WeightDType(o.weight_dtype));
-  const auto t0 = std::chrono::steady_clock::now();
   STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model,
-                          MakeSyntheticModel(ConfigOf(spec, o.num_layers), dtype));
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  char line[128];
-  std::snprintf(line, sizeof(line), ", %s of %s weights, built in %.1f s",
-                FormatBytes(static_cast<int64_t>(model->weight_bytes())).c_str(),
-                o.weight_dtype.c_str(), secs);
-  LogInfo("synthetic " + spec.name + " (" + std::to_string(spec.num_layers) + " layers): " +
-          model->config().Summary() + line);
-  return model;
+                          MakeSyntheticModel(ConfigOf(spec, o.num_layers), dtype, /*seed=*/1,
+                                             SyntheticWeights::kOnDemand));
+  const std::string name = PresetName(spec, o.num_layers);
+  LogInfo("synthetic " + name + ": " + model->config().Summary() + ", " +
+          FormatBytes(static_cast<int64_t>(model->weight_bytes())) + " of " + o.weight_dtype +
+          " weights, made as they go to their homes");
+  return BenchModel{std::move(model), name};
 }
 
 }  // namespace
@@ -141,15 +157,16 @@ int BenchCommand(const BenchOptions& o) {
   if (o.policy.explicit_plan()) {
     if (Result<Plan> given = PlanFromFlags(o.policy); !given.ok()) return Fail(given.status());
   }
-  Result<std::unique_ptr<Model>> model = BenchModel(o);
-  if (!model.ok()) return Fail(model.status());
-  const ModelConfig& config = (*model)->config();
+  Result<BenchModel> bench_model = MakeBenchModel(o);
+  if (!bench_model.ok()) return Fail(bench_model.status());
+  const Model& model = *bench_model->model;
+  const ModelConfig& config = model.config();
   if (o.prompt_len + o.gen_len > config.max_position_embeddings) {
     return Fail(Status::OutOfRange("prompt + generation exceeds the model's context of " +
                                    std::to_string(config.max_position_embeddings) + " tokens"));
   }
   std::optional<ModelSpec> spec;
-  if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
+  if (Result<ModelSpec> s = ModelSpecOf(model); s.ok()) spec = std::move(s).value();
   LogInfo("hardware profile: " + hardware_origin);
   Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, {o.prompt_len, o.gen_len, 0}, *hardware,
                                          o.max_block_size);
@@ -162,7 +179,7 @@ int BenchCommand(const BenchOptions& o) {
   oo.gen_len = o.gen_len;
   auto backend = MakeCpuBackend();
   SyntheticTokenizer tokenizer(config.vocab_size);
-  OffloadGenerator generator(**model, *backend, tokenizer, {}, oo);
+  OffloadGenerator generator(model, *backend, tokenizer, {}, oo);
   const int block = static_cast<int>(plan->block_size());
   if (!o.policy.dump_schedule.empty()) {
     Result<BlockSchedule> schedule = generator.ScheduleFor(block, o.prompt_len, o.gen_len);
@@ -183,16 +200,23 @@ int BenchCommand(const BenchOptions& o) {
     r.ignore_eos = true;
   }
   // Placement and the weights' trip to their homes happen before the clock starts.
+  const auto setup_start = std::chrono::steady_clock::now();
   if (Result<BlockSchedule> s = generator.ScheduleFor(block, o.prompt_len, o.gen_len); !s.ok()) {
     return Fail(s.status());
   }
+  char setup[96];
+  std::snprintf(setup, sizeof(setup), "tiers allocated and weights home in %.1f s",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - setup_start)
+                    .count());
+  LogInfo(setup);
   Result<std::vector<GenerationResult>> out = generator.TryGenerate(requests);
   if (!out.ok()) return Fail(out.status());
   const ExecutorMetrics& m = generator.metrics();
   const double sequences = static_cast<double>(requests.size());
   const double decode_s = m.wall_s - m.prefill_s;
-  std::printf("model      %s: %s (%s of weights)\n", o.model.c_str(), config.Summary().c_str(),
-              FormatBytes(static_cast<int64_t>((*model)->weight_bytes())).c_str());
+  std::printf("model      %s: %s (%s of weights)\n", bench_model->name.c_str(),
+              config.Summary().c_str(),
+              FormatBytes(static_cast<int64_t>(model.weight_bytes())).c_str());
   std::printf("workload   prompt %d, generate %d, %d block(s) of %d\n", o.prompt_len, o.gen_len,
               o.num_blocks, block);
   std::printf("plan       %s (%s)\n", PlanToFlexGenFlags(*plan).c_str(), chosen->how.c_str());

@@ -9,6 +9,11 @@
 //
 // 4-bit tensors (PlacedTensor::q4) are written from their quantized planes, which the caller
 // supplies (src/memory does not depend on kernels/): each tier's rows as codes then params.
+//
+// Dense rows are read through Model::ReadTensorBytes, so the weights of a model made on demand
+// (src/model/synthetic_model.h) are made straight into their GPU and CPU homes. Disk rows are made
+// (or copied) into a window of whole pages at a time and written from it, so setup holds no more
+// host memory than the homes and that window (32 MiB) whatever the model's size.
 #pragma once
 
 #include <cstdint>
@@ -23,9 +28,9 @@ namespace strata {
 // The 4-bit planes of the tensor whose model data is `source`.
 using WeightQ4PlanesOf = std::function<Q4Planes(const TensorView& source)>;
 
-// REQUIRES: `tiers` was created from the layout `weights` was placed in; `q4` is set when any
-// tensor is 4-bit.
-Status CopyWeightsHome(const WeightPlacement& weights, const MemoryTiers& tiers,
-                       const WeightQ4PlanesOf& q4 = nullptr);
+// REQUIRES: `weights` was placed from `model`, and `tiers` created from its layout; `q4` is set
+// when any tensor is 4-bit.
+Status CopyWeightsHome(const Model& model, const WeightPlacement& weights,
+                       const MemoryTiers& tiers, const WeightQ4PlanesOf& q4 = nullptr);
 
 }  // namespace strata

@@ -1,6 +1,9 @@
 #include "src/model/model.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -25,7 +28,9 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-Model::~Model() = default;
+Model::~Model() {
+  if (reserved_ != nullptr) ::munmap(reserved_, reserved_bytes_);
+}
 
 uint64_t Model::weight_bytes() const {
   std::unordered_set<const void*> seen;
@@ -77,6 +82,17 @@ Status Model::ExpandDeferred(const TensorView& view, float* dst) const {
   STRATA_CHECK_MSG(it != deferred_.end(), "ExpandDeferred of a tensor that is not deferred");
   return ExpandGgufTensor(it->second.ggml_type, static_cast<const uint8_t*>(view.data), view.shape,
                           it->second.unpermute_heads, dst);
+}
+
+void Model::ReadTensorBytes(const TensorView& view, uint64_t offset, uint64_t bytes,
+                            void* dst) const {
+  STRATA_CHECK(view.dtype != DType::kQ4 && offset + bytes <= view.bytes() &&
+               offset % DTypeBytes(view.dtype) == 0 && bytes % DTypeBytes(view.dtype) == 0);
+  if (on_demand_ != nullptr) {
+    on_demand_(view, offset, bytes, dst);
+  } else {
+    std::memcpy(dst, static_cast<const uint8_t*>(view.data) + offset, bytes);
+  }
 }
 
 ModelBuilder::ModelBuilder(std::string source) : model_(new Model()) {
@@ -138,6 +154,21 @@ Status ModelBuilder::ExpandDeferred(int64_t memory_bytes) {
   }
   model_->deferred_.clear();
   return Status::Ok();
+}
+
+Result<const uint8_t*> ModelBuilder::ReserveOnDemand(uint64_t bytes, TensorBytesMaker maker) {
+  STRATA_CHECK(model_->reserved_ == nullptr && bytes > 0);
+  // PROT_NONE and MAP_NORESERVE: address space only, no memory, and a read of a view faults.
+  void* p = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    return Status::ResourceExhausted("cannot reserve " + std::to_string(bytes) +
+                                     " bytes of address space for weights made on demand: " +
+                                     std::strerror(errno));
+  }
+  model_->reserved_ = p;
+  model_->reserved_bytes_ = bytes;
+  model_->on_demand_ = std::move(maker);
+  return static_cast<const uint8_t*>(p);
 }
 
 const Q4Planes* ModelBuilder::AddQ4Planes(Q4Planes planes) {

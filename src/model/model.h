@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -65,6 +66,11 @@ struct GgufTokenizerData {
   std::optional<bool> add_bos;
 };
 
+// Makes bytes [offset, offset + bytes) of `view`, a tensor of a model whose weights are made on
+// demand, as stored, at `dst` (Model::ReadTensorBytes). Must be safe to call from any thread.
+using TensorBytesMaker =
+    std::function<void(const TensorView& view, uint64_t offset, uint64_t bytes, void* dst)>;
+
 class Model {
  public:
   ~Model();
@@ -105,6 +111,15 @@ class Model {
   bool IsDeferred(const TensorView& view) const;
   // The values of such a view into `dst` (view.numel() floats).
   Status ExpandDeferred(const TensorView& view, float* dst) const;
+  // Writes bytes [offset, offset + bytes) of `view`, a dense (F32, F16, BF16) tensor of this
+  // model, as stored, to `dst`: a copy of its data, or for weights made on demand, made now.
+  // Thread-safe. REQUIRES: offset + bytes <= view.bytes(), both multiples of its element size.
+  void ReadTensorBytes(const TensorView& view, uint64_t offset, uint64_t bytes, void* dst) const;
+  // True when the weights exist only through ReadTensorBytes (MakeSyntheticModel's
+  // SyntheticWeights::kOnDemand): the views' data are distinct addresses in a reserved range that
+  // faults when read, so only code that reads weights through ReadTensorBytes runs such a model
+  // (the offloading engine, which copies them to their homes so: src/memory/weight_homes.h).
+  bool weights_on_demand() const { return on_demand_ != nullptr; }
 
  private:
   friend class ModelBuilder;
@@ -132,6 +147,9 @@ class Model {
     int unpermute_heads;
   };
   std::map<const void*, GgufQ4> gguf_q4_;  // GGUF tensors of 4-bit blocks, by their views' data
+  TensorBytesMaker on_demand_;  // weights made on demand: their bytes,
+  void* reserved_ = nullptr;    // and the inaccessible range their views point into
+  size_t reserved_bytes_ = 0;
 };
 
 struct LoadOptions {

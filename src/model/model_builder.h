@@ -34,6 +34,10 @@ class ModelBuilder {
   // Expands every deferred tensor into a buffer the Model owns and points its views there
   // (ResourceExhausted, saying what to do instead, when that needs more than `memory_bytes`).
   Status ExpandDeferred(int64_t memory_bytes);
+  // Weights made on demand by `maker` (Model::weights_on_demand): reserves `bytes` of address
+  // space that faults when touched, for the views' data, and returns its start. Errors:
+  // ResourceExhausted when the address space cannot be had. REQUIRES: called at most once.
+  Result<const uint8_t*> ReserveOnDemand(uint64_t bytes, TensorBytesMaker maker);
   // Keeps `planes` for the Model's lifetime, for a kQ4 view to point at.
   // REQUIRES: the planes lie in a file added with AddStoreData.
   const Q4Planes* AddQ4Planes(Q4Planes planes);

@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "policy/fit_check.h"
 #include "policy/memory_accounting.h"
 #include "src/core/check.h"
+#include "src/core/host_memory.h"
 #include "src/core/log.h"
 #include "src/memory/model_spec_of.h"
 #include "src/memory/placement.h"
@@ -48,28 +50,48 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
   auto engine = std::make_unique<Engine>();
   STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape));
+  STRATA_RETURN_IF_ERROR(CheckHostMemoryFor(engine->placement, prompt_len, max_len,
+                                            &engine->planned));
   STRATA_ASSIGN_OR_RETURN(engine->tiers,
                           MemoryTiers::Create(engine->placement.layout, options_.tiers,
                                               engine->placement.weights.weight_file));
   if (plan.compress_weight) {
     const Q4Weights q4(model_);
     STRATA_RETURN_IF_ERROR(
-        CopyWeightsHome(engine->placement.weights, *engine->tiers, q4.PlanesOf()));
+        CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, q4.PlanesOf()));
   } else {
-    STRATA_RETURN_IF_ERROR(CopyWeightsHome(engine->placement.weights, *engine->tiers));
+    STRATA_RETURN_IF_ERROR(CopyWeightsHome(model_, engine->placement.weights, *engine->tiers));
   }
   engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
                                                      *cpu_backend_, engine->placement,
                                                      *engine->tiers);
-  engine->planned = {-1, -1, -1};
-  if (Result<ModelSpec> spec = ModelSpecOf(model_); spec.ok()) {
-    const Workload workload{prompt_len, max_len - prompt_len, 0};
-    if (Result<MemoryPlan> mem = AccountMemory(*spec, workload, plan); mem.ok()) {
-      engine->planned = mem->total_bytes;
-    }
-  }
   engine_ = std::move(engine);
   return Status::Ok();
+}
+
+Status OffloadGenerator::CheckHostMemoryFor(const Placement& placement, int prompt_len,
+                                            int max_len, TierBytes* planned) const {
+  const int64_t available = options_.host_memory_bytes >= 0 ? options_.host_memory_bytes
+                                                            : AvailableHostBytes();
+  *planned = {-1, -1, -1};
+  if (Result<ModelSpec> spec = ModelSpecOf(model_); spec.ok()) {
+    const Workload workload{prompt_len, max_len - prompt_len, 0};
+    if (Result<MemoryPlan> mem = AccountMemory(*spec, workload, options_.plan); mem.ok()) {
+      *planned = mem->total_bytes;
+      return CheckHostMemory(*spec, workload, options_.plan, available);
+    }
+  }
+  // A model the accounting cannot describe: the layout's arenas are what will be allocated.
+  const TierLayout& layout = placement.layout;
+  const int64_t device = static_cast<int64_t>(layout.tier_bytes(Tier::kGpu));
+  const int64_t cpu = static_cast<int64_t>(layout.tier_bytes(Tier::kCpu));
+  if (device + cpu + kHostMemoryReserveBytes <= available) return Status::Ok();
+  return Status::ResourceExhausted(
+      "host memory: the placement needs " + FormatBytes(device + cpu) + " of host memory (device "
+      "tier " + FormatBytes(device) + ", which this engine keeps in host memory; CPU tier " +
+      FormatBytes(cpu) + ") but " + FormatBytes(available) + " is available (MemAvailable), of "
+      "which " + FormatBytes(kHostMemoryReserveBytes) + " is kept for the rest of the process; "
+      "lower the GPU and CPU percents to put weights or the KV cache on disk, or the batch");
 }
 
 ScheduleShape OffloadGenerator::ShapeFor(int micro_batches, int tokens) const {

@@ -33,6 +33,11 @@ struct OffloadOptions {
   int gen_len = 0;
   // Keep every block's spans for WriteTrace(). Default off.
   bool keep_trace = false;
+  // Host memory the tiers may take, the device tier's included (this engine keeps it in host
+  // memory): a placement that needs more is refused before anything is allocated
+  // (policy/fit_check.h, CheckHostMemory). -1 (the default): what the machine has available when
+  // the tiers are set up (MemAvailable, src/core/host_memory.h).
+  int64_t host_memory_bytes = -1;
 };
 
 // Thread-compatible.
@@ -45,7 +50,8 @@ class OffloadGenerator {
 
   // Generates for every request, gpu_batch_size * num_gpu_batches sequences at a time (a shorter
   // last block runs fewer or shorter micro-batches). Errors: the plan or tiers cannot be set up
-  // (e.g. ResourceExhausted for the device capacity, NotFound for the offload directory), or a
+  // (e.g. ResourceExhausted for the device capacity or for more host memory than
+  // options.host_memory_bytes, with a plan that fits; NotFound for the offload directory), or a
   // disk transfer failed.
   // REQUIRES: as Generator::Generate.
   Result<std::vector<GenerationResult>> TryGenerate(const std::vector<GenerationRequest>& block);
@@ -71,6 +77,11 @@ class OffloadGenerator {
   struct Engine;
   // Makes sure the engine holds blocks of this size; re-places when it does not.
   Status Prepare(int prompt_len, int max_len);
+  // Ok when `placement` (for blocks of this size) fits options_.host_memory_bytes: by the plan's
+  // accounting (CheckHostMemory), whose per-tier totals go to *planned ({-1, -1, -1} when it
+  // cannot describe the model), else by the layout's arenas.
+  Status CheckHostMemoryFor(const Placement& placement, int prompt_len, int max_len,
+                            TierBytes* planned) const;
   Result<std::vector<GenerationResult>> RunBlock(const std::vector<GenerationRequest>& block);
   ScheduleShape ShapeFor(int micro_batches, int tokens) const;
   bool Cancelled() const;

@@ -59,7 +59,13 @@ void Q4Weights::Add(const TensorView& t) {
   const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
   p.owned_codes.resize(kernels::cpu::WeightQ4CodeBytes(rows, cols));
   p.owned_params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols, group_));
-  if (!model_.GgufQ4Planes(t, p.owned_codes.data(), p.owned_params.data())) {
+  if (model_.weights_on_demand()) {  // made for the quantizer, one matrix at a time
+    std::vector<uint8_t> bytes(t.bytes());
+    model_.ReadTensorBytes(t, 0, bytes.size(), bytes.data());
+    TensorView made = t;
+    made.data = bytes.data();
+    QuantizeWeight(made, group_, p.owned_codes.data(), p.owned_params.data());
+  } else if (!model_.GgufQ4Planes(t, p.owned_codes.data(), p.owned_params.data())) {
     QuantizeWeight(t, group_, p.owned_codes.data(), p.owned_params.data());
   }
   p.codes = p.owned_codes.data();
@@ -77,6 +83,7 @@ WeightQ4PlanesOf Q4Weights::PlanesOf() const {
 }
 
 const ModelWeights& Q4Weights::RoundTripped() {
+  STRATA_CHECK(!model_.weights_on_demand());
   if (round_tripped_ != nullptr) return *round_tripped_;
   std::map<const void*, const float*> expanded;
   for (const auto& [data, p] : planes_) {

@@ -27,8 +27,9 @@ void QuantizeWeight(const TensorView& w, int group, uint8_t* codes, uint16_t* pa
 
 class Q4Weights {
  public:
-  // Quantizes `model`'s matrices (parallel over rows), or takes the planes of its kQ4 tensors (a
-  // 4-bit store's) as they are. REQUIRES: `model` outlives this object.
+  // Quantizes `model`'s matrices (parallel over rows; weights made on demand are made one matrix
+  // at a time for it), or takes the planes of its kQ4 tensors (a 4-bit store's) as they are.
+  // REQUIRES: `model` outlives this object.
   explicit Q4Weights(const Model& model);
 
   // The planes of the 4-bit matrix whose model data is `source.data`. REQUIRES: it is one.
@@ -38,6 +39,7 @@ class Q4Weights {
 
   // The weights with every 4-bit matrix expanded back to fp32 (a tied output projection stays
   // the expanded embedding). Expanded on the first call, then kept.
+  // REQUIRES: !model.weights_on_demand() (its other tensors are not in memory).
   const ModelWeights& RoundTripped();
 
  private:

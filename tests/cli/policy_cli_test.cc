@@ -2,6 +2,9 @@
 // and `strata bench`, and the predicted-next-to-measured lane times of --metrics.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <fstream>
+
 #include "tests/cli/cli_runner.h"
 
 namespace strata {
@@ -423,6 +426,39 @@ TEST_F(PolicyCliTest, BenchSearchesAndReportsLaneTimes) {
   EXPECT_NE(out.find("searched (profile bench-box"), std::string::npos) << out;
   EXPECT_NE(out.find("profile bench-box:"), std::string::npos) << out;
   EXPECT_NE(out.find("decode   transformer"), std::string::npos) << out;
+}
+
+// MemAvailable from /proc/meminfo, in bytes; 0 when it cannot be read.
+int64_t MemAvailableBytes() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key, unit;
+  int64_t kib = 0;
+  while (meminfo >> key >> kib >> unit) {
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return 0;
+}
+
+// A preset far larger than this machine's memory, everything in memory: bench refuses it before
+// its weights or tiers take a byte (in seconds, where making 350 GB of weights would take an
+// hour), with exit code 2 and the figures, instead of being killed by the kernel.
+TEST_F(PolicyCliTest, BenchRefusesAPresetThatDoesNotFitHostMemory) {
+  if (MemAvailableBytes() > 400'000'000'000) GTEST_SKIP() << "this machine could hold OPT-175B";
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = RunStrata("bench --model opt-175b --prompt-len 8 --gen-len 2 --percent 100 0 "
+                                "100 0 100 0 --offload-dir " + Path(""));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_LT(seconds, 60);
+  EXPECT_NE(r.stderr_text.find("host memory: the plan (--percent 100 0 100 0 100 0"),
+            std::string::npos)
+      << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("which this engine keeps in host memory"), std::string::npos);
+  EXPECT_NE(r.stderr_text.find("is available (MemAvailable)"), std::string::npos);
+  EXPECT_TRUE(r.stderr_text.find("To fit, move weights") != std::string::npos ||
+              r.stderr_text.find("Nothing fits") != std::string::npos)
+      << r.stderr_text;
 }
 
 // A 4-bit store's plan compresses the weights whether asked or not, and its memory is the

@@ -16,6 +16,7 @@
 #include "src/memory/weight_homes.h"
 #include "src/model/model.h"
 #include "src/model/store_writer.h"
+#include "src/model/synthetic_model.h"
 
 namespace strata {
 namespace {
@@ -296,7 +297,7 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
   o.offload_dir = ::testing::TempDir();
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
-  ASSERT_TRUE(CopyWeightsHome(p->weights, **tiers).ok());
+  ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
   Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
   ASSERT_TRUE(allocated.ok());
   AlignedBuffer ring = std::move(allocated).value();
@@ -314,6 +315,78 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
         ASSERT_TRUE((*tiers)->ReadDisk({&piece, 1}, ring.span()).ok());
       }
       EXPECT_EQ(std::memcmp(got.data(), t.source.data, got.size()), 0) << t.name;
+    }
+  }
+}
+
+// Every tensor's bytes as the tiers hold them after CopyWeightsHome: GPU and CPU rows from
+// their arenas, disk rows read back from the scratch file.
+std::vector<std::vector<uint8_t>> HomeBytes(const Placement& p, const MemoryTiers& tiers) {
+  Result<AlignedBuffer> ring = AlignedBuffer::Allocate(size_t{1} << 20);
+  EXPECT_TRUE(ring.ok());
+  std::vector<std::vector<uint8_t>> out;
+  for (const PlacedLayer& layer : p.weights.layers) {
+    for (const PlacedTensor& t : layer.tensors) {
+      std::vector<uint8_t>& got = out.emplace_back(static_cast<size_t>(t.rows() * t.row_bytes));
+      if (t.gpu_rows > 0) std::memcpy(got.data(), tiers.At(t.gpu_home), t.gpu_home.bytes);
+      if (t.cpu_rows > 0) {
+        std::memcpy(got.data() + t.gpu_rows * t.row_bytes, tiers.At(t.cpu_home), t.cpu_home.bytes);
+      }
+      if (t.disk_rows > 0) {
+        const DiskPiece piece{t.disk_home.offset,
+                              got.data() + (t.gpu_rows + t.cpu_rows) * t.row_bytes,
+                              t.disk_home.bytes};
+        EXPECT_TRUE(tiers.ReadDisk({&piece, 1}, ring->span()).ok());
+      }
+    }
+  }
+  return out;
+}
+
+// Weights made on demand (a synthetic model, src/model/synthetic_model.h) are made straight into
+// their homes, and every tier then holds the bytes of the same model made in memory: disk rows
+// of a layer longer than the window they are written through (a 41 MB embedding) and split
+// between layers included.
+TEST(PlacementTest, WeightsMadeOnDemandGoHomeAsTheInMemoryOnes) {
+  ModelConfig c;
+  c.vocab_size = 40000;
+  c.hidden_size = 256;
+  c.intermediate_size = 512;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.max_position_embeddings = 64;
+  Result<std::unique_ptr<Model>> held =
+      MakeSyntheticModel(c, DType::kF32, 3, SyntheticWeights::kInMemory);
+  Result<std::unique_ptr<Model>> made =
+      MakeSyntheticModel(c, DType::kF32, 3, SyntheticWeights::kOnDemand);
+  ASSERT_TRUE(held.ok() && made.ok());
+  for (const Plan& plan : {MakePlan({30, 30, 100, 0, 100, 0}, 1, 1, false),
+                           MakePlan({0, 0, 100, 0, 100, 0}, 1, 1, false)}) {
+    SCOPED_TRACE(PlanToFlexGenFlags(plan));
+    std::vector<std::vector<uint8_t>> want;  // the in-memory model's tensors, as placed
+    for (const Model* model : {held->get(), made->get()}) {
+      Result<Placement> p = PlaceBlock(*model, plan, {1, 1, 4, 8});
+      ASSERT_TRUE(p.ok());
+      if (want.empty()) {
+        for (const PlacedLayer& layer : p->weights.layers) {
+          for (const PlacedTensor& t : layer.tensors) {
+            const auto* data = static_cast<const uint8_t*>(t.source.data);
+            want.emplace_back(data, data + t.rows() * t.row_bytes);
+          }
+        }
+      }
+      MemoryTiersOptions o;
+      o.offload_dir = ::testing::TempDir();
+      Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+      ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+      ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
+      const std::vector<std::vector<uint8_t>> got = HomeBytes(*p, **tiers);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_TRUE(got[i] == want[i]) << model->weights_on_demand() << " tensor " << i;
+      }
     }
   }
 }
@@ -402,7 +475,7 @@ TEST(PlacementTest, StoreWeightsReadInPlaceRoundTrip) {
       MemoryTiers::Create(p->layout, o, p->weights.weight_file);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   EXPECT_EQ((*tiers)->capacity_bytes(Tier::kDisk), 0u);
-  ASSERT_TRUE(CopyWeightsHome(p->weights, **tiers).ok());
+  ASSERT_TRUE(CopyWeightsHome(*stored, p->weights, **tiers).ok());
   Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
   ASSERT_TRUE(allocated.ok());
   AlignedBuffer ring = std::move(allocated).value();

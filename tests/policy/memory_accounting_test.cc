@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "policy/fit_check.h"
 
 namespace strata {
@@ -237,6 +239,64 @@ TEST(MemoryAccountingTest, InfeasiblePlansNameTheBindingConstraint) {
   s = CheckFits(*mem, tiny, on_disk);
   EXPECT_NE(s.message().find("all tiers together"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("no placement fits"), std::string::npos);
+}
+
+// Host memory (CheckHostMemory) with a made-up available figure: the device tier counts, since
+// the engine keeps it in host memory, and the reserve is kept free; a plan over it is refused
+// with the figures and the nearest plan that fits, which does fit, and moves no more weights to
+// disk than it must.
+TEST(MemoryAccountingTest, HostMemoryCountsTheDeviceTierAndSuggestsAPlanThatFits) {
+  const ModelSpec m = Preset("opt-6.7b");
+  const Workload w{64, 8, 0};
+  const Plan all_gpu;
+  const MemoryPlan mem = AccountMemory(m, w, all_gpu).value();
+  const int64_t need = HostBytesOf(mem, m, all_gpu);
+  EXPECT_EQ(need, mem.total_bytes.gpu_bytes + mem.total_bytes.cpu_bytes);
+  EXPECT_GT(need, 13'000'000'000);
+  EXPECT_TRUE(CheckHostMemory(m, w, all_gpu, need + kHostMemoryReserveBytes).ok());
+  EXPECT_FALSE(CheckHostMemory(m, w, all_gpu, need + kHostMemoryReserveBytes - 1).ok());
+
+  const int64_t available = 10'000'000'000;
+  const Status s = CheckHostMemory(m, w, all_gpu, available);
+  ASSERT_EQ(s.code(), StatusCode::kResourceExhausted);
+  const std::string& text = s.message();
+  EXPECT_NE(text.find("host memory: the plan (--percent 100 0 100 0 100 0"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("needs " + FormatBytes(need)), std::string::npos) << text;
+  EXPECT_NE(text.find(FormatBytes(available) + " is available (MemAvailable), of which " +
+                      FormatBytes(kHostMemoryReserveBytes) + " is kept"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("To fit, move weights to disk: --percent "), std::string::npos) << text;
+  // The suggestion, read back: it fits, and one more percent of weights kept would not.
+  const size_t at = text.find("--percent ", text.find("To fit"));
+  std::vector<int> percent(6);
+  ASSERT_EQ(std::sscanf(text.c_str() + at, "--percent %d %d %d %d %d %d", &percent[0],
+                        &percent[1], &percent[2], &percent[3], &percent[4], &percent[5]),
+            6);
+  EXPECT_EQ(percent[1], 0);
+  EXPECT_GT(percent[0], 0);
+  EXPECT_LT(percent[0], 100);
+  const Plan fit = PlanFromFlexGenPercent(percent, 1, 1).value();
+  EXPECT_TRUE(CheckHostMemory(m, w, fit, available).ok());
+  EXPECT_FALSE(CheckHostMemory(m, w, Split(percent[0] + 1, 0, 100, 0, 100, 0), available).ok());
+
+  // CPU memory counts the same, and is moved to disk before the GPU share.
+  const std::string mixed = CheckHostMemory(m, w, Split(50, 50, 100, 0, 100, 0), available)
+                                .message();
+  EXPECT_NE(mixed.find("--percent 50 ", mixed.find("To fit")), std::string::npos) << mixed;
+
+  // 4-bit weights quantized at setup are held next to the tiers while they go home.
+  Plan q4 = all_gpu;
+  q4.compress_weight = true;
+  const MemoryPlan q4_mem = AccountMemory(m, w, q4).value();
+  EXPECT_EQ(HostBytesOf(q4_mem, m, q4), q4_mem.total_bytes.gpu_bytes +
+                                           q4_mem.total_bytes.cpu_bytes +
+                                           q4_mem.weight_bytes.sum());
+
+  // Too little for anything: said so.
+  EXPECT_NE(CheckHostMemory(m, w, all_gpu, 100'000'000).message().find("Nothing fits"),
+            std::string::npos);
 }
 
 TEST(MemoryAccountingTest, RejectsWhatCannotBePlanned) {

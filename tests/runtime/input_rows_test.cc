@@ -93,8 +93,9 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   const Q4Weights planes(**model);
-  ASSERT_TRUE(
-      CopyWeightsHome(p->weights, **tiers, q4 ? planes.PlanesOf() : WeightQ4PlanesOf()).ok());
+  ASSERT_TRUE(CopyWeightsHome(**model, p->weights, **tiers,
+                              q4 ? planes.PlanesOf() : WeightQ4PlanesOf())
+                  .ok());
 
   // Rows of both tables in every tier the placement put them in.
   InputRows rows;

@@ -24,6 +24,7 @@
 #include "src/memory/placement.h"
 #include "src/model/model.h"
 #include "src/model/store_writer.h"
+#include "src/model/synthetic_model.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
@@ -378,6 +379,103 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << got.status().ToString();
   EXPECT_NE(got.status().message().find("no/such/dir"), std::string::npos);
+}
+
+// A placement over the host memory the tiers may take is refused before anything is allocated
+// (the offload directory, which does not exist, is never reached), with the plan's figures and
+// what would fit (policy/fit_check.h); the same plan runs when the memory is there.
+TEST(OffloadErrorTest, PlanOverTheHostMemoryIsRefusedBeforeAnythingIsAllocated) {
+  std::unique_ptr<Model> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  nlohmann::json expected;
+  const std::vector<GenerationRequest> block =
+      FixtureBlock("opt", 2, &model, &tokenizer, &expected);
+  ASSERT_FALSE(block.empty());
+  auto backend = MakeCpuBackend();
+  OffloadOptions o;
+  o.plan = *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, 2, 2);
+  o.tiers.offload_dir = ::testing::TempDir() + "/no/such/dir";
+  o.host_memory_bytes = 1000;
+  OffloadGenerator refused(*model, *backend, *tokenizer, {}, o);
+  Result<std::vector<GenerationResult>> got = refused.TryGenerate(block);
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted) << got.status().ToString();
+  const std::string& text = got.status().message();
+  EXPECT_NE(text.find("host memory: the plan"), std::string::npos) << text;
+  EXPECT_NE(text.find("1000 B is available"), std::string::npos) << text;
+  EXPECT_TRUE(text.find("To fit") != std::string::npos ||
+              text.find("Nothing fits") != std::string::npos)
+      << text;
+
+  o.host_memory_bytes = int64_t{1} << 40;
+  o.tiers.offload_dir = ::testing::TempDir();
+  OffloadGenerator runs(*model, *backend, *tokenizer, {}, o);
+  EXPECT_TRUE(runs.TryGenerate(block).ok());
+}
+
+// Synthetic prompts need no text: every token decodes to nothing.
+class SilentTokenizer final : public Tokenizer {
+ public:
+  explicit SilentTokenizer(int vocab) : vocab_(vocab) {}
+  std::vector<int32_t> Encode(std::string_view, bool) const override { return {}; }
+  std::string TokenBytes(int32_t) const override { return ""; }
+  std::string Decode(const std::vector<int32_t>&, bool) const override { return ""; }
+  int vocab_size() const override { return vocab_; }
+  int bos_id() const override { return -1; }
+  int eos_id() const override { return -1; }
+  bool add_bos_by_default() const override { return false; }
+  bool IsSpecial(int32_t) const override { return false; }
+  int32_t SpecialTokenId(std::string_view) const override { return -1; }
+
+ private:
+  int vocab_;
+};
+
+// Weights made on demand (`strata bench`'s synthetic presets) run on the offloading engine, which
+// makes them straight into their homes and never reads their placeholder views, and give the
+// tokens Generator gives on the same model made in memory, under policies over every tier, with
+// raw and 4-bit weights (quantized one matrix at a time as they are made).
+TEST(SyntheticWeightsTest, MadeOnDemandTheyGiveTheTokensOfTheInMemoryModel) {
+  ModelConfig c;
+  c.vocab_size = 256;
+  c.hidden_size = 128;
+  c.intermediate_size = 256;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 32;
+  c.max_position_embeddings = 64;
+  auto held = MakeSyntheticModel(c, DType::kF16, 11, SyntheticWeights::kInMemory);
+  auto made = MakeSyntheticModel(c, DType::kF16, 11, SyntheticWeights::kOnDemand);
+  ASSERT_TRUE(held.ok() && made.ok());
+  SilentTokenizer tokenizer(c.vocab_size);
+  std::vector<GenerationRequest> block(4);
+  for (size_t i = 0; i < block.size(); ++i) {
+    for (int t = 0; t < 6 + static_cast<int>(i); ++t) {
+      block[i].prompt.push_back(static_cast<int32_t>((37 * i + 11 * t) % c.vocab_size));
+    }
+    block[i].max_new_tokens = 5;
+    block[i].sampling.temperature = 0.0f;
+    block[i].ignore_eos = true;
+  }
+  auto backend = MakeCpuBackend();
+  for (bool weight : {false, true}) {
+    SCOPED_TRACE(weight ? "4-bit weights" : "raw weights");
+    const std::vector<GenerationResult> want =
+        GeneratorResults(**held, tokenizer, block, {.weight = weight});
+    for (const Policy& policy : {kPolicies[0], kPolicies[2], kPolicies[6]}) {
+      SCOPED_TRACE(policy.name);
+      OffloadOptions o;
+      o.plan = *PlanFromFlexGenPercent(policy.percent, policy.gbs, policy.nb);
+      o.plan.cpu_attention = policy.cpu_attention;
+      o.plan.compress_weight = weight;
+      o.tiers.offload_dir = ::testing::TempDir();
+      OffloadGenerator offload(**made, *backend, tokenizer, {}, o);
+      Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_EQ(TokensOf(*got), TokensOf(want));
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
