@@ -17,6 +17,7 @@
 #include "src/model/synthetic_model.h"
 #include "src/runtime/offload_generator.h"
 #include "src/schedule/schedule_dump.h"
+#include "src/tokenizer/silent_tokenizer.h"
 
 namespace strata {
 namespace {
@@ -25,24 +26,6 @@ int Fail(const Status& s) {
   Log(LogLevel::kError, s.message());
   return kExitUnusable;
 }
-
-// Synthetic prompts need no text: every token decodes to nothing.
-class SyntheticTokenizer final : public Tokenizer {
- public:
-  explicit SyntheticTokenizer(int vocab) : vocab_(vocab) {}
-  std::vector<int32_t> Encode(std::string_view, bool) const override { return {}; }
-  std::string TokenBytes(int32_t) const override { return ""; }
-  std::string Decode(const std::vector<int32_t>&, bool) const override { return ""; }
-  int vocab_size() const override { return vocab_; }
-  int bos_id() const override { return -1; }
-  int eos_id() const override { return -1; }
-  bool add_bos_by_default() const override { return false; }
-  bool IsSpecial(int32_t) const override { return false; }
-  int32_t SpecialTokenId(std::string_view) const override { return -1; }
-
- private:
-  int vocab_;
-};
 
 // The forward pass's config for a preset: OPT-like presets (learned positions, LayerNorm with
 // bias) or Llama-like ones (RoPE, RMSNorm, gated MLP).
@@ -178,7 +161,7 @@ int BenchCommand(const BenchOptions& o) {
   oo.prompt_len = o.prompt_len;
   oo.gen_len = o.gen_len;
   auto backend = MakeCpuBackend();
-  SyntheticTokenizer tokenizer(config.vocab_size);
+  SilentTokenizer tokenizer(config.vocab_size);
   OffloadGenerator generator(model, *backend, tokenizer, {}, oo);
   const int block = static_cast<int>(plan->block_size());
   if (!o.policy.dump_schedule.empty()) {

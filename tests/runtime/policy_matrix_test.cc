@@ -29,6 +29,7 @@
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
 #include "src/runtime/q4_weights.h"
+#include "src/tokenizer/silent_tokenizer.h"
 #include "tests/io/forwarding_env.h"
 #include "tests/model/model_files.h"
 
@@ -412,24 +413,6 @@ TEST(OffloadErrorTest, PlanOverTheHostMemoryIsRefusedBeforeAnythingIsAllocated) 
   OffloadGenerator runs(*model, *backend, *tokenizer, {}, o);
   EXPECT_TRUE(runs.TryGenerate(block).ok());
 }
-
-// Synthetic prompts need no text: every token decodes to nothing.
-class SilentTokenizer final : public Tokenizer {
- public:
-  explicit SilentTokenizer(int vocab) : vocab_(vocab) {}
-  std::vector<int32_t> Encode(std::string_view, bool) const override { return {}; }
-  std::string TokenBytes(int32_t) const override { return ""; }
-  std::string Decode(const std::vector<int32_t>&, bool) const override { return ""; }
-  int vocab_size() const override { return vocab_; }
-  int bos_id() const override { return -1; }
-  int eos_id() const override { return -1; }
-  bool add_bos_by_default() const override { return false; }
-  bool IsSpecial(int32_t) const override { return false; }
-  int32_t SpecialTokenId(std::string_view) const override { return -1; }
-
- private:
-  int vocab_;
-};
 
 // Weights made on demand (`strata bench`'s synthetic presets) run on the offloading engine, which
 // makes them straight into their homes and never reads their placeholder views, and give the
