@@ -54,13 +54,23 @@ constexpr int kNr = 4;
 constexpr int kTileRows = 64;
 constexpr int kTileCols = 64;
 
-// The lane sums of an mr x nr register block over k in [0, k16): lanes[(i * kNr + j) * kL + l]
-// for A row i and B row j. Every path computes exactly the scalar path's values.
-using LanesFn = void (*)(int k16, const float* a, long lda, int mr, const float* b, long ldb,
-                         int nr, float* lanes);
+// The folded lane sums of an mr x nr register block over k in [0, k16): sums[i * kNr + j] for
+// A row i and B row j, before the tail products. Every path computes exactly the scalar path's
+// values: the same fused multiply-adds per lane, then the same pairwise adds of the fold (the
+// SIMD paths add vector halves, which pairs lane l with lane l + half as the scalar loop does).
+using BlockFn = void (*)(int k16, const float* a, long lda, int mr, const float* b, long ldb,
+                         int nr, float* sums);
+
+// The fold of 16 lane sums: l += l + 8, then + 4, + 2, + 1.
+float FoldLanes(float* s) {
+  for (int half = kL / 2; half >= 1; half /= 2) {
+    for (int l = 0; l < half; ++l) s[l] = s[l] + s[l + half];
+  }
+  return s[0];
+}
 
 template <int MR, int NR>
-void ScalarLanes(int k16, const float* a, long lda, const float* b, long ldb, float* lanes) {
+void ScalarSums(int k16, const float* a, long lda, const float* b, long ldb, float* sums) {
   float acc[MR][NR][kL] = {};
   for (int k = 0; k < k16; k += kL) {
     for (int i = 0; i < MR; ++i) {
@@ -72,13 +82,19 @@ void ScalarLanes(int k16, const float* a, long lda, const float* b, long ldb, fl
     }
   }
   for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) std::copy_n(acc[i][j], kL, lanes + (i * kNr + j) * kL);
+    for (int j = 0; j < NR; ++j) sums[i * kNr + j] = FoldLanes(acc[i][j]);
   }
 }
 
+// Lanes 0-3 of x: (l0 + l2) + (l1 + l3), the fold's last two steps.
+STRATA_AVX2 __attribute__((always_inline)) inline float FoldQuarter(__m128 x) {
+  const __m128 two = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_shuffle_ps(two, two, 1)));
+}
+
 template <int MR, int NR>
-STRATA_AVX2 void Avx2Lanes(int k16, const float* a, long lda, const float* b, long ldb,
-                           float* lanes) {
+STRATA_AVX2 void Avx2Sums(int k16, const float* a, long lda, const float* b, long ldb,
+                          float* sums) {
   __m256 lo[MR][NR], hi[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) lo[i][j] = hi[i][j] = _mm256_setzero_ps();
@@ -95,15 +111,16 @@ STRATA_AVX2 void Avx2Lanes(int k16, const float* a, long lda, const float* b, lo
   }
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) {
-      _mm256_storeu_ps(lanes + (i * kNr + j) * kL, lo[i][j]);
-      _mm256_storeu_ps(lanes + (i * kNr + j) * kL + 8, hi[i][j]);
+      const __m256 eight = _mm256_add_ps(lo[i][j], hi[i][j]);
+      sums[i * kNr + j] = FoldQuarter(
+          _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1)));
     }
   }
 }
 
 template <int MR, int NR>
-STRATA_AVX512 void Avx512Lanes(int k16, const float* a, long lda, const float* b, long ldb,
-                               float* lanes) {
+STRATA_AVX512 void Avx512Sums(int k16, const float* a, long lda, const float* b, long ldb,
+                              float* sums) {
   __m512 acc[MR][NR];
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) acc[i][j] = _mm512_setzero_ps();
@@ -117,40 +134,42 @@ STRATA_AVX512 void Avx512Lanes(int k16, const float* a, long lda, const float* b
     }
   }
   for (int i = 0; i < MR; ++i) {
-    for (int j = 0; j < NR; ++j) _mm512_storeu_ps(lanes + (i * kNr + j) * kL, acc[i][j]);
+    for (int j = 0; j < NR; ++j) {
+      // The halves are read back through memory: GCC 12's 512-bit extracts and shuffles warn of
+      // an undefined operand.
+      alignas(64) float lanes[kL];
+      _mm512_store_ps(lanes, acc[i][j]);
+      const __m256 eight = _mm256_add_ps(_mm256_load_ps(lanes), _mm256_load_ps(lanes + 8));
+      sums[i * kNr + j] = FoldQuarter(
+          _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1)));
+    }
   }
 }
 
-// Turns a path's template into a LanesFn over every block shape up to kMr x kNr.
-#define STRATA_GEMM_LANES_FN(Name, Template)                                               \
+// Turns a path's template into a BlockFn over every block shape up to kMr x kNr.
+#define STRATA_GEMM_BLOCK_FN(Name, Template)                                               \
   void Name(int k16, const float* a, long lda, int mr, const float* b, long ldb, int nr,  \
-            float* lanes) {                                                                \
+            float* sums) {                                                                 \
     using Fn = void (*)(int, const float*, long, const float*, long, float*);             \
     static constexpr Fn kTable[kMr][kNr] = {                                               \
         {Template<1, 1>, Template<1, 2>, Template<1, 3>, Template<1, 4>},                  \
         {Template<2, 1>, Template<2, 2>, Template<2, 3>, Template<2, 4>},                  \
         {Template<3, 1>, Template<3, 2>, Template<3, 3>, Template<3, 4>},                  \
         {Template<4, 1>, Template<4, 2>, Template<4, 3>, Template<4, 4>}};                 \
-    kTable[mr - 1][nr - 1](k16, a, lda, b, ldb, lanes);                                    \
+    kTable[mr - 1][nr - 1](k16, a, lda, b, ldb, sums);                                     \
   }
-STRATA_GEMM_LANES_FN(ScalarBlock, ScalarLanes)
-STRATA_GEMM_LANES_FN(Avx2Block, Avx2Lanes)
-STRATA_GEMM_LANES_FN(Avx512Block, Avx512Lanes)
-#undef STRATA_GEMM_LANES_FN
+STRATA_GEMM_BLOCK_FN(ScalarBlock, ScalarSums)
+STRATA_GEMM_BLOCK_FN(Avx2Block, Avx2Sums)
+STRATA_GEMM_BLOCK_FN(Avx512Block, Avx512Sums)
+#undef STRATA_GEMM_BLOCK_FN
 
-// The fixed fold of 16 lane sums, then the tail products k16 <= k' < k.
-float Finish(const float* lanes, int k16, int k, const float* a, const float* b) {
-  float s[kL];
-  std::copy_n(lanes, kL, s);
-  for (int half = kL / 2; half >= 1; half /= 2) {
-    for (int l = 0; l < half; ++l) s[l] = s[l] + s[l + half];
-  }
-  float sum = s[0];
+// The folded sum plus the tail products k16 <= k' < k.
+float AddTail(float sum, int k16, int k, const float* a, const float* b) {
   for (int t = k16; t < k; ++t) sum = std::fma(a[t], b[t], sum);
   return sum;
 }
 
-LanesFn BlockOf(GemmIsa isa) {
+BlockFn BlockOf(GemmIsa isa) {
   switch (ResolveGemmIsa(isa)) {
     case GemmIsa::kAvx512:
       return Avx512Block;
@@ -164,22 +183,22 @@ LanesFn BlockOf(GemmIsa isa) {
 }  // namespace
 
 float GemmNTElement(int k, const float* a, const float* b) {
-  float lanes[kL];
+  float sum;
   const int k16 = k - k % kL;
-  ScalarLanes<1, 1>(k16, a, k, b, k, lanes);
-  return Finish(lanes, k16, k, a, b);
+  ScalarSums<1, 1>(k16, a, k, b, k, &sum);
+  return AddTail(sum, k16, k, a, b);
 }
 
 void GemmNT(int m, int n, int k, const float* a, const float* b, float* c, int ldc,
             bool accumulate, GemmIsa isa) {
-  const LanesFn block = BlockOf(isa);
+  const BlockFn block = BlockOf(isa);
   const int k16 = k - k % kL;
   const int tiles_m = (m + kTileRows - 1) / kTileRows;
   const int tiles_n = (n + kTileCols - 1) / kTileCols;
   // One cache tile is not worth waking the other threads for.
 #pragma omp parallel if (tiles_m * tiles_n > 1)
   {
-    alignas(64) float lanes[kMr * kNr * kL];
+    float sums[kMr * kNr];
 #pragma omp for collapse(2) schedule(static)
     for (int tn = 0; tn < tiles_n; ++tn) {
       for (int tm = 0; tm < tiles_m; ++tm) {
@@ -191,12 +210,12 @@ void GemmNT(int m, int n, int k, const float* a, const float* b, float* c, int l
             const int mr = std::min(kMr, i_end - i0);
             const float* ai = a + static_cast<long>(i0) * k;
             const float* bj = b + static_cast<long>(j0) * k;
-            block(k16, ai, k, mr, bj, k, nr, lanes);
+            block(k16, ai, k, mr, bj, k, nr, sums);
             for (int i = 0; i < mr; ++i) {
               float* ci = c + static_cast<long>(i0 + i) * ldc + j0;
               for (int j = 0; j < nr; ++j) {
-                const float sum = Finish(lanes + (i * kNr + j) * kL, k16, k,
-                                         ai + static_cast<long>(i) * k, bj + static_cast<long>(j) * k);
+                const float sum = AddTail(sums[i * kNr + j], k16, k, ai + static_cast<long>(i) * k,
+                                          bj + static_cast<long>(j) * k);
                 ci[j] = accumulate ? ci[j] + sum : sum;
               }
             }
