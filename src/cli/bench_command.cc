@@ -137,8 +137,10 @@ int BenchCommand(const BenchOptions& o) {
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
   if (!hardware.ok()) return Fail(hardware.status());
-  if (o.policy.explicit_plan()) {
-    if (Result<Plan> given = PlanFromFlags(o.policy); !given.ok()) return Fail(given.status());
+  if (o.policy.explicit_plan()) {  // a plan by hand and its offload directory, before the model
+    Result<Plan> given = PlanFromFlags(o.policy);
+    if (!given.ok()) return Fail(given.status());
+    if (Status s = PrepareOffloadDir(o.policy, *given); !s.ok()) return Fail(s);
   }
   Result<BenchModel> bench_model = MakeBenchModel(o);
   if (!bench_model.ok()) return Fail(bench_model.status());
@@ -156,6 +158,9 @@ int BenchCommand(const BenchOptions& o) {
   if (!chosen.ok()) return Fail(chosen.status());
   const Plan* plan = &chosen->plan;
   LogInfo("plan " + chosen->how + ": " + PlanToFlexGenFlags(*plan));
+  if (!o.policy.explicit_plan()) {  // a plan by hand had its offload directory checked above
+    if (Status s = PrepareOffloadDir(o.policy, *plan); !s.ok()) return Fail(s);
+  }
 
   OffloadOptions oo = OffloadOptionsFromFlags(o.policy, *chosen);
   oo.prompt_len = o.prompt_len;

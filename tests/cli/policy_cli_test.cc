@@ -461,6 +461,26 @@ TEST_F(PolicyCliTest, BenchRefusesAPresetThatDoesNotFitHostMemory) {
       << r.stderr_text;
 }
 
+// bench checks a hand plan's offload directory before it makes its model (no "synthetic" line,
+// no schedule written) and creates a missing one whose parent exists.
+TEST_F(PolicyCliTest, BenchChecksTheOffloadDirectoryBeforeMakingItsModel) {
+  const std::string args = "bench --model tinyllama-1.1b --num-layers 1 --prompt-len 8 --gen-len 2 "
+                           "--percent 0 0 100 0 100 0 --dump-schedule " + Path("schedule.txt") +
+                           " --offload-dir ";
+  CliResult r = RunStrata(args + Path("no/such"));
+  EXPECT_EQ(r.exit_code, 2) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("offload directory " + Path("no/such")), std::string::npos)
+      << r.stderr_text;
+  EXPECT_EQ(r.stderr_text.find("synthetic"), std::string::npos) << r.stderr_text;
+  EXPECT_FALSE(std::filesystem::exists(Path("schedule.txt")));
+  r = RunStrata(args + Path("made"));
+  EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+  EXPECT_NE(r.stderr_text.find("created offload directory " + Path("made")), std::string::npos)
+      << r.stderr_text;
+  EXPECT_TRUE(std::filesystem::is_directory(Path("made")));
+  EXPECT_TRUE(std::filesystem::exists(Path("schedule.txt")));
+}
+
 // A 4-bit store's plan compresses the weights whether asked or not, and its memory is the
 // source model's under --compress-weight: the store holds exactly those planes.
 TEST_F(PolicyCliTest, PlanOfAFourBitStoreCompressesItsWeights) {
