@@ -149,6 +149,11 @@ int64_t HostBytesOf(const MemoryPlan& m, const ModelSpec& model, const Plan& pla
 Status CheckHostMemory(const ModelSpec& model, const Workload& workload, const Plan& plan,
                        int64_t available_bytes) {
   STRATA_ASSIGN_OR_RETURN(MemoryPlan m, AccountMemory(model, workload, plan));
+  return CheckHostMemory(m, model, workload, plan, available_bytes);
+}
+
+Status CheckHostMemory(const MemoryPlan& m, const ModelSpec& model, const Workload& workload,
+                       const Plan& plan, int64_t available_bytes) {
   const int64_t need = HostBytesOf(m, model, plan);
   if (need + kHostMemoryReserveBytes <= available_bytes) return Status::Ok();
   const int64_t quantized = need - m.total_bytes.gpu_bytes - m.total_bytes.cpu_bytes;

@@ -37,5 +37,9 @@ inline constexpr int64_t kHostMemoryReserveBytes = int64_t{512} << 20;
 // fits. The accounting's own errors (AccountMemory) are returned as they are.
 Status CheckHostMemory(const ModelSpec& model, const Workload& workload, const Plan& plan,
                        int64_t available_bytes);
+// The same for a plan whose accounting `memory` (AccountMemory of model, workload and plan) the
+// caller already has.
+Status CheckHostMemory(const MemoryPlan& memory, const ModelSpec& model, const Workload& workload,
+                       const Plan& plan, int64_t available_bytes);
 
 }  // namespace strata

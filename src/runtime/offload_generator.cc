@@ -78,7 +78,7 @@ Status OffloadGenerator::CheckHostMemoryFor(const Placement& placement, int prom
     const Workload workload{prompt_len, max_len - prompt_len, 0};
     if (Result<MemoryPlan> mem = AccountMemory(*spec, workload, options_.plan); mem.ok()) {
       *planned = mem->total_bytes;
-      return CheckHostMemory(*spec, workload, options_.plan, available);
+      return CheckHostMemory(*mem, *spec, workload, options_.plan, available);
     }
   }
   // A model the accounting cannot describe: the layout's arenas are what will be allocated.
