@@ -15,6 +15,17 @@
 //          the next 32 from the high nibbles.
 //   params [batch, kv_heads, max_len, head_dim / G, 2] fp16: {scale, minimum} per group.
 // REQUIRES: head_dim is even and, when above 64, a multiple of 64.
+//
+// Keys by channel (the `channel` key mode, KIVI's layout for keys): keys are quantized per
+// channel over groups of C = kQ4ChannelGroup consecutive tokens of a sequence (tokens g*C to
+// g*C + C - 1, counted from its first real slot, so that padding never moves a group) instead
+// of per token over channels. The codes plane is unchanged (same nibble order per token); group
+// g's params are {scale, minimum} of each channel c at halves [2c, 2c + 1] of the params its C
+// slots hold together (C * Q4ParamHalves(head_dim) >= 2 * head_dim halves), so both planes keep
+// their size. Per channel, lo and hi are taken over the group's fitted tokens (not exact sink
+// tokens, whose codes are 0) and the codes follow the rule above. A group is written once, when
+// its last token is; until then its tokens are read from the exact window, which must hold at
+// least C tokens.
 #pragma once
 
 // The helpers below run on the host and, compiled by nvcc, in device code too.
@@ -27,6 +38,8 @@
 namespace strata::kernels {
 
 inline constexpr int kQ4MaxGroup = 64;
+// Slots per key group of the keys-by-channel layout.
+inline constexpr int kQ4ChannelGroup = 64;
 
 STRATA_Q4_HD constexpr int Q4Group(int head_dim) { return head_dim < kQ4MaxGroup ? head_dim : kQ4MaxGroup; }
 // Bytes of codes, and fp16 values of params, for one token of one KV head.

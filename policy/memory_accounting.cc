@@ -180,7 +180,7 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   if (plan.rotate_keys() && (model.head_dim & (model.head_dim - 1)) != 0) {
     return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; " +
                                model.name + " has " + std::to_string(model.head_dim) +
-                               "; use --cache-keys plain");
+                               "; use --cache-keys channel (the default) or plain");
   }
   if (model.q4_weights && !plan.compress_weight) {
     return Status::InvalidArgument(model.name +

@@ -43,17 +43,23 @@ const char* CacheKeysName(CacheKeys keys) {
       return "rotated";
     case CacheKeys::kSmoothed:
       return "smoothed";
+    case CacheKeys::kChannel:
+      return "channel";
   }
   return "?";
 }
 
 Result<CacheKeys> ParseCacheKeys(const std::string& name) {
-  for (CacheKeys k : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+  for (CacheKeys k :
+       {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed, CacheKeys::kChannel}) {
     if (name == CacheKeysName(k)) return k;
   }
-  return Status::InvalidArgument("cache keys must be plain (FlexGen's 4-bit groups), rotated "
-                                 "(Walsh–Hadamard rotated first) or smoothed (smoothed, then "
-                                 "rotated; the default), got '" + name + "'");
+  const std::string group = std::to_string(kChannelKeyGroup);
+  return Status::InvalidArgument(
+      "cache keys must be channel (per channel over groups of " + group +
+      " tokens; the default), smoothed (smoothed, then rotated), rotated (Walsh–Hadamard rotated "
+      "first) or plain (FlexGen's 4-bit groups), got '" +
+      name + "'");
 }
 
 Status Plan::Validate() const {
@@ -73,9 +79,12 @@ Status Plan::Validate() const {
                                    "must be at least 0, got " + std::to_string(cache_sink) +
                                    " and " + std::to_string(cache_window));
   }
-  if (!compress_cache && cache_sink + cache_window > 0) {
-    return Status::InvalidArgument("cache_sink and cache_window keep tokens of the 4-bit cache "
-                                   "exact; they need compress_cache (--compress-cache)");
+  if (channel_keys() && cache_window < kChannelKeyGroup) {
+    const std::string group = std::to_string(kChannelKeyGroup);
+    return Status::InvalidArgument("cache_window is " + std::to_string(cache_window) +
+                                   ", but channel keys read their unfinished group of " + group +
+                                   " tokens from the exact window: give --cache-window " + group +
+                                   " or more, or --cache-keys smoothed");
   }
   return Status::Ok();
 }
@@ -109,12 +118,15 @@ std::string PlanToFlexGenFlags(const Plan& plan) {
   if (plan.cpu_attention) out << " --cpu-attention";
   if (plan.compress_weight) out << " --compress-weight";
   if (plan.compress_cache) out << " --compress-cache";
-  if (plan.compress_cache && plan.cache_keys != Plan{}.cache_keys) {
-    out << " --cache-keys " << CacheKeysName(plan.cache_keys);
-  }
-  if (plan.compress_cache && plan.cache_sink != 0) out << " --cache-sink " << plan.cache_sink;
-  if (plan.compress_cache && plan.cache_window != 0) {
-    out << " --cache-window " << plan.cache_window;
+  if (plan.compress_cache) {
+    const Plan defaults;
+    if (plan.cache_keys != defaults.cache_keys) {
+      out << " --cache-keys " << CacheKeysName(plan.cache_keys);
+    }
+    if (plan.cache_sink != defaults.cache_sink) out << " --cache-sink " << plan.cache_sink;
+    if (plan.cache_window != defaults.cache_window) {
+      out << " --cache-window " << plan.cache_window;
+    }
   }
   if (!plan.overlap) out << " --no-overlap";
   return out.str();
@@ -155,10 +167,10 @@ std::string PlanToYaml(const Plan& plan) {
       << "cpu_attention: " << b(plan.cpu_attention) << "\n"
       << "compress_weight: " << b(plan.compress_weight) << "\n"
       << "compress_cache: " << b(plan.compress_cache) << "\n"
-      << "cache_keys: " << CacheKeysName(plan.cache_keys) << "\n";
-  if (plan.cache_sink != 0) out << "cache_sink: " << plan.cache_sink << "\n";
-  if (plan.cache_window != 0) out << "cache_window: " << plan.cache_window << "\n";
-  out << "overlap: " << b(plan.overlap) << "\n";
+      << "cache_keys: " << CacheKeysName(plan.cache_keys) << "\n"
+      << "cache_sink: " << plan.cache_sink << "\n"
+      << "cache_window: " << plan.cache_window << "\n"
+      << "overlap: " << b(plan.overlap) << "\n";
   return out.str();
 }
 
@@ -178,6 +190,8 @@ Result<Plan> ParsePlanYaml(const std::string& text, const std::string& origin) {
   reader.Bool("compress_cache", &plan.compress_cache);
   std::string keys;
   reader.String("cache_keys", &keys);
+  // Absent in files written when they were 0, whatever the defaults are now.
+  plan.cache_sink = plan.cache_window = 0;
   reader.OptionalInt("cache_sink", &plan.cache_sink, 0);
   reader.OptionalInt("cache_window", &plan.cache_window, 0);
   reader.Bool("overlap", &plan.overlap);

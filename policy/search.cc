@@ -171,6 +171,9 @@ Status SmallestPlanStatus(const ModelSpec& model, const Workload& workload, cons
   plan.weight_gpu_percent = plan.cache_gpu_percent = plan.activation_gpu_percent = 0;
   plan.compress_weight = options.allow_compress_weight || model.q4_weights;
   plan.compress_cache = options.allow_compress_cache;
+  plan.cache_keys = options.cache_keys;
+  plan.cache_sink = options.cache_sink;
+  plan.cache_window = options.cache_window;
   Result<MemoryPlan> memory = AccountMemory(model, workload, plan);
   if (!memory.ok()) {
     plan.compress_cache = false;
@@ -208,6 +211,9 @@ Result<SearchResult> SearchPlan(const ModelSpec& model, const Workload& workload
     shape.compress_weight = combination & 1;
     shape.compress_cache = combination & 2;
     shape.cpu_attention = combination & 4;
+    shape.cache_keys = options.cache_keys;
+    shape.cache_sink = options.cache_sink;
+    shape.cache_window = options.cache_window;
     if ((shape.compress_weight && !options.allow_compress_weight && !model.q4_weights) ||
         (shape.compress_cache && !options.allow_compress_cache) ||
         (shape.cpu_attention && !options.allow_cpu_attention)) {

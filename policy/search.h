@@ -39,6 +39,11 @@ struct SearchOptions {
   bool allow_compress_weight = true;  // always, for a model with q4_weights
   bool allow_compress_cache = true;
   bool allow_cpu_attention = true;
+  // The format of the plans with the 4-bit cache (policy/plan.h): how keys are stored and the
+  // tokens kept exact, whose fp32 rows take GPU memory. Default: a plan's.
+  CacheKeys cache_keys = Plan{}.cache_keys;
+  int cache_sink = kDefaultCacheSink;
+  int cache_window = kDefaultCacheWindow;
   int max_gpu_batch_size = 4096;
   int64_t max_block_size = 65536;  // for open-ended jobs (num_prompts 0)
   int alternatives = 4;            // how many runners-up to return

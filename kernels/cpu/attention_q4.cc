@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/attention_q4_paths.h"
 #include "kernels/cpu/hadamard.h"
+#include "kernels/cpu/half.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/kv_q4_format.h"
 
@@ -121,6 +122,83 @@ void AttendExact(const DecodeAttentionQ4Shape& s, const Q4ExactRows& exact, long
   }
 }
 
+// A thread's buffers for AttendKeysByChannel.
+struct ChannelScratch {
+  std::vector<float> q, qsum, bias, part, lse, acc, acc_lse;
+  std::vector<uint16_t> unit;  // per-token params {1, 0} for a group's slots
+};
+
+// Work `w` over keys by channel: tokens [0, w.len) are slots [first_slot, first_slot + len) of a
+// sequence whose first real slot is `start`, all in written groups; k_params is the row's params
+// plane from slot 0. Each group's part is
+// one call of `attend` with the query times the group's channel scales and unit per-token
+// params, so the path computes q'·codes; q·minimum is the same for every token of the group and
+// only shifts that part's log Σ exp. The parts are merged by their log-sum-exp into w.out (and
+// w.lse when set).
+void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int first_slot,
+                         int start, const uint16_t* k_params, ChannelScratch& cs) {
+  constexpr int kC = kQ4ChannelGroup;
+  const int d = w.head_dim;
+  const int heads = w.heads;
+  const int g = Q4Group(d);
+  const int groups = d / g;
+  const int halves = Q4ParamHalves(d);
+  cs.q.resize(static_cast<size_t>(heads) * d);
+  cs.qsum.resize(static_cast<size_t>(heads) * groups);
+  cs.bias.resize(static_cast<size_t>(heads));
+  cs.part.resize(static_cast<size_t>(heads) * d);
+  cs.lse.resize(static_cast<size_t>(heads));
+  cs.acc.assign(static_cast<size_t>(heads) * d, 0.0f);
+  cs.acc_lse.assign(static_cast<size_t>(heads), -INFINITY);
+  if (cs.unit.empty()) {
+    cs.unit.assign(static_cast<size_t>(kC) * halves, 0);
+    for (size_t i = 0; i < cs.unit.size(); i += 2) cs.unit[i] = FloatToHalfBits(1.0f);
+  }
+  for (int t = 0; t < w.len;) {
+    const int group = (first_slot + t - start) / kC;
+    const int group_end = std::min(w.len, start + (group + 1) * kC - first_slot);
+    const uint16_t* p = k_params + (start + static_cast<long>(group) * kC) * halves;
+    for (int h = 0; h < heads; ++h) {
+      const float* qh = w.q + static_cast<long>(h) * d;
+      float* out = cs.q.data() + static_cast<long>(h) * d;
+      float bias = 0.0f;
+      for (int c = 0; c < d; ++c) {
+        out[c] = qh[c] * HalfBitsToFloat(p[2 * c]);
+        bias += qh[c] * HalfBitsToFloat(p[2 * c + 1]);
+      }
+      cs.bias[static_cast<size_t>(h)] = bias;
+      for (int i = 0; i < groups; ++i) {
+        cs.qsum[static_cast<size_t>(h * groups + i)] = std::accumulate(out + i * g, out + i * g + g, 0.0f);
+      }
+    }
+    q4::Work part = w;
+    part.len = group_end - t;
+    part.q = cs.q.data();
+    part.qsum = cs.qsum.data();
+    part.k_codes = w.k_codes + static_cast<long>(t) * Q4CodeBytes(d);
+    part.k_params = cs.unit.data();
+    part.v_codes = w.v_codes + static_cast<long>(t) * Q4CodeBytes(d);
+    part.v_params = w.v_params + static_cast<long>(t) * halves;
+    part.out = cs.part.data();
+    part.lse = cs.lse.data();
+    attend(part);
+    for (int h = 0; h < heads; ++h) {
+      const float a = cs.acc_lse[static_cast<size_t>(h)];
+      const float b = cs.lse[static_cast<size_t>(h)] + cs.bias[static_cast<size_t>(h)];
+      const float top = std::max(a, b);
+      const float wa = a == -INFINITY ? 0.0f : std::exp(a - top);
+      const float wb = std::exp(b - top);
+      float* acc = cs.acc.data() + static_cast<long>(h) * d;
+      const float* x = cs.part.data() + static_cast<long>(h) * d;
+      for (int c = 0; c < d; ++c) acc[c] = (acc[c] * wa + x[c] * wb) / (wa + wb);
+      cs.acc_lse[static_cast<size_t>(h)] = top + std::log(wa + wb);
+    }
+    t = group_end;
+  }
+  std::memcpy(w.out, cs.acc.data(), sizeof(float) * heads * d);
+  if (w.lse != nullptr) std::memcpy(w.lse, cs.acc_lse.data(), sizeof(float) * heads);
+}
+
 }  // namespace
 
 void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheView k,
@@ -164,6 +242,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
     std::vector<float> qsum(static_cast<size_t>(heads) * groups);
     std::vector<q4::ScratchLine> scratch(q4::ScratchLayout(heads, d, span_max).total / 16);
     std::vector<float> scores;
+    ChannelScratch channel;
     // Guided: each thread takes contiguous runs of items, whose caches lie back to back in
     // memory, so that its hardware prefetcher keeps one stream; one item at a time made two
     // threads interleave items, each stream restarting at every item (docs/PERFORMANCE.md:
@@ -216,7 +295,12 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       w.out = o;
       w.lse = range_lse;
       w.scratch = scratch.data()->f;
-      attend(w);
+      if (s.keys_by_channel) {
+        AttendKeysByChannel(attend, w, lo, first, k.params + i * s.max_len * Q4ParamHalves(d),
+                            channel);
+      } else {
+        attend(w);
+      }
     }
   }
   if (parts == 1) return;

@@ -48,6 +48,10 @@ struct DecodeAttentionQ4Shape {
   float scale = 1.0f;         // applied to q·k, usually 1/sqrt(head_dim)
   bool keys_rotated = false;  // keys were written Walsh–Hadamard rotated (hadamard.h); the kernel
                               // rotates each query the same way before its dot products
+  bool keys_by_channel = false;  // keys are in the keys-by-channel layout (kv_q4_channel.h):
+                                 // each group's channel scales go into the query, its minimums
+                                 // into one score offset; needs exact rows with a window of at
+                                 // least kQ4ChannelGroup tokens (the unfinished group)
 };
 
 // Tokens of each sequence kept exact next to the 4-bit cache (kernels/cpu/kv_q4_exact.h): its

@@ -108,31 +108,26 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
-  AddCacheFormatFlags(cmd, &o->cache_keys, &o->cache_sink, &o->cache_window);
+  AddCacheFormatFlags(cmd, &o->cache);
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   return cmd;
 }
 
 int PerplexityCommand(const PerplexityOptions& o) {
   kernels::cpu::SetCpuThreads(o.threads);
-  if (!o.cache_keys.empty() && !o.compress_cache) {
-    return Fail(Status::InvalidArgument("--cache-keys needs --compress-cache"));
-  }
-  Result<CacheKeys> keys = ParseCacheKeys(o.cache_keys.empty() ? "smoothed" : o.cache_keys);
-  if (!keys.ok()) return Fail(keys.status().WithContext("--cache-keys"));
-  if ((o.cache_sink != 0 || o.cache_window != 0) && !o.compress_cache) {
+  // The cache format a run with these flags has: the plan's defaults, then the flags.
+  Plan format;
+  format.compress_cache = o.compress_cache;
+  if (Status s = ApplyCacheFormatFlags(o.cache, &format); !s.ok()) return Fail(s);
+  if (Status s = format.Validate(); !s.ok()) return Fail(s);
+  const int sink = format.compress_cache ? format.cache_sink : 0;
+  const int recent = format.compress_cache ? format.cache_window : 0;
+  if (sink + recent > o.window) {
     return Fail(Status::InvalidArgument(
-        "--cache-sink and --cache-window keep tokens of the 4-bit cache exact: add "
+        "--cache-sink " + std::to_string(sink) + " + --cache-window " + std::to_string(recent) +
+        " exceed --window " + std::to_string(o.window) +
+        ", so every token would be kept exact: give a longer --window, fewer exact tokens or no "
         "--compress-cache"));
-  }
-  if (o.cache_sink < 0 || o.cache_window < 0) {
-    return Fail(Status::InvalidArgument("--cache-sink and --cache-window count tokens and must "
-                                        "be at least 0"));
-  }
-  if (o.cache_sink + o.cache_window > o.window) {
-    return Fail(Status::InvalidArgument(
-        "--cache-sink + --cache-window exceed --window " + std::to_string(o.window) +
-        ", so every token would be kept exact: lower them or drop --compress-cache"));
   }
   if (o.window < o.prompt + 1) {
     return Fail(Status::InvalidArgument("--window " + std::to_string(o.window) +
@@ -158,11 +153,12 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         std::to_string(config.max_position_embeddings)));
   }
   KvCacheOptions cache_options;
-  cache_options.compress = o.compress_cache;
-  cache_options.rotate_keys = o.compress_cache && *keys != CacheKeys::kPlain;
-  cache_options.smooth_keys = o.compress_cache && *keys == CacheKeys::kSmoothed;
-  cache_options.exact_sink = o.cache_sink;
-  cache_options.exact_window = o.cache_window;
+  cache_options.compress = format.compress_cache;
+  cache_options.rotate_keys = format.rotate_keys();
+  cache_options.smooth_keys = format.smooth_keys();
+  cache_options.channel_keys = format.channel_keys();
+  cache_options.exact_sink = sink;
+  cache_options.exact_window = recent;
   if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
 
   const Tokenizer& tok = **tokenizer;

@@ -4,16 +4,18 @@
 // are its prompt: one prefill step, context only. Every later token is scored by the
 // log-probability the model gave it, the first from the prefill step's last row, the others fed
 // one per step (teacher forcing), so every scored token attends to its window's earlier tokens
-// through the KV cache in the chosen format, as a generated token would; with smoothed keys
-// (--cache-keys smoothed, the default with --compress-cache) the prompt's keys fit the smoothing,
-// as in a run; --cache-sink and --cache-window keep each window's first and most recent tokens
-// exact, as in a run. The full windows run together as one block and a shorter last window alone
+// through the KV cache in the chosen format, as a generated token would; the format's defaults
+// and flags are a run's (policy/plan.h): with smoothed keys (--cache-keys smoothed) the prompt's
+// keys fit the smoothing, and --cache-sink and --cache-window keep each window's first and most
+// recent tokens exact. The full windows run together as one block and a shorter last window alone
 // after them, so no window is padded and none changes another's score. A last window of --prompt
 // tokens or fewer is skipped. Prints the perplexity exp(mean negative log-likelihood) and the
 // number of scored tokens: the windows' tokens (BOS included) minus windows x --prompt.
 #pragma once
 
 #include <string>
+
+#include "src/cli/policy_flags.h"
 
 namespace CLI {
 class App;
@@ -29,10 +31,8 @@ struct PerplexityOptions {
   bool compress_cache = false;   // 4-bit KV cache
   int prompt = 64;               // tokens per window fed as one prefill step, not scored;
                                  // window >= prompt + 1
-  std::string cache_keys;        // with compress_cache: how keys are stored, plain, rotated or
-                                 // smoothed (policy/plan.h CacheKeys); empty: smoothed
-  int cache_sink = 0;            // with compress_cache: each window's first tokens kept exact
-  int cache_window = 0;          // with compress_cache: its most recent tokens kept exact
+  CacheFormatFlags cache;        // with compress_cache: its format (src/cli/policy_flags.h);
+                                 // unset: a plan's defaults
   bool compress_weight = false;  // 4-bit weights (Q4Weights), expanded to fp32
 };
 

@@ -65,26 +65,9 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
   return in;
 }
 
-// --cache-keys as the plan's CacheKeys (the plan's default when not given). Errors name the flag:
-// a value other than plain, rotated or smoothed, or the flag (or --cache-sink, --cache-window)
-// without --compress-cache.
-Result<CacheKeys> CacheKeysFromFlag(const PlanOptions& o) {
-  if ((o.cache_sink != 0 || o.cache_window != 0) && !o.compress_cache) {
-    return Status::InvalidArgument("--cache-sink and --cache-window keep tokens of the 4-bit "
-                                   "cache exact: add --compress-cache (with --percent)");
-  }
-  if (o.cache_keys.empty()) return Plan{}.cache_keys;
-  if (!o.compress_cache) {
-    return Status::InvalidArgument(
-        "--cache-keys needs the 4-bit cache: add --compress-cache (with --percent)");
-  }
-  Result<CacheKeys> keys = ParseCacheKeys(o.cache_keys);
-  if (!keys.ok()) return keys.status().WithContext("--cache-keys");
-  return keys;
-}
-
-// The plan the user gave, if any.
-Result<Plan> GivenPlan(const PlanOptions& o, CacheKeys cache_keys) {
+// The plan the user gave, if any. Errors: the cache format flags' (ApplyCacheFormatFlags), the
+// plan's Validate.
+Result<Plan> GivenPlan(const PlanOptions& o) {
   Plan plan;
   if (!o.percent.empty()) {
     STRATA_ASSIGN_OR_RETURN(plan,
@@ -92,9 +75,7 @@ Result<Plan> GivenPlan(const PlanOptions& o, CacheKeys cache_keys) {
     plan.cpu_attention = o.cpu_attention;
     plan.compress_weight = o.compress_weight;
     plan.compress_cache = o.compress_cache;
-    plan.cache_keys = cache_keys;
-    plan.cache_sink = o.cache_sink;
-    plan.cache_window = o.cache_window;
+    STRATA_RETURN_IF_ERROR(ApplyCacheFormatFlags(o.cache, &plan));
     plan.overlap = !o.no_overlap;
     STRATA_RETURN_IF_ERROR(plan.Validate());
     return plan;
@@ -249,8 +230,9 @@ nlohmann::ordered_json PlanJson(const Plan& p) {
           {"compress_cache", p.compress_cache},
           {"cache_keys", p.compress_cache ? nlohmann::ordered_json(CacheKeysName(p.cache_keys))
                                           : nlohmann::ordered_json()},
-          {"cache_sink", p.cache_sink},
-          {"cache_window", p.cache_window},
+          // 0 without the 4-bit cache, as cache_keys is null: no token is kept apart then.
+          {"cache_sink", p.compress_cache ? p.cache_sink : 0},
+          {"cache_window", p.compress_cache ? p.cache_window : 0},
           {"overlap", p.overlap},
           {"flexgen_flags", PlanToFlexGenFlags(p)}};
 }
@@ -357,7 +339,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
   cmd->add_flag("--cpu-attention", o->cpu_attention, "With --percent")->needs(percent);
   cmd->add_flag("--compress-weight", o->compress_weight, "With --percent")->needs(percent);
   cmd->add_flag("--compress-cache", o->compress_cache, "With --percent")->needs(percent);
-  AddCacheFormatFlags(cmd, &o->cache_keys, &o->cache_sink, &o->cache_window);
+  AddCacheFormatFlags(cmd, &o->cache);
   cmd->add_flag("--no-overlap", o->no_overlap, "With --percent")->needs(percent);
   cmd->add_flag("--no-compression", o->no_compression,
                 "Search: never compress (a 4-bit store's weights stay 4-bit)")
@@ -368,8 +350,13 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
 }
 
 int PlanCommand(const PlanOptions& o) {
-  Result<CacheKeys> cache_keys = CacheKeysFromFlag(o);
-  if (!cache_keys.ok()) return Fail(cache_keys.status());
+  // Before the model loads: --compress-cache needs --percent, so a search or plan file never
+  // takes these.
+  if (o.cache.any() && !o.compress_cache) {
+    return Fail(Status::InvalidArgument(
+        "--cache-keys, --cache-sink and --cache-window set the 4-bit cache's format: add "
+        "--compress-cache (with --percent)"));
+  }
   Result<Inputs> in = LoadInputs(o);
   if (!in.ok()) return Fail(in.status());
   std::optional<SearchResult> searched;
@@ -383,7 +370,7 @@ int PlanCommand(const PlanOptions& o) {
     searched = std::move(r).value();
     evaluation = searched->best;
   } else {
-    Result<Plan> plan = GivenPlan(o, *cache_keys);
+    Result<Plan> plan = GivenPlan(o);
     if (!plan.ok()) return Fail(plan.status());
     plan->compress_weight = plan->compress_weight || in->model.q4_weights;
     Result<PlanEvaluation> e = EvaluatePlan(in->model, in->workload, *plan, in->hardware);

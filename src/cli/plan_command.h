@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "src/cli/policy_flags.h"
+
 namespace CLI {
 class App;
 }  // namespace CLI
@@ -28,11 +30,8 @@ struct PlanOptions {
   int num_gpu_batches = 1;       // with --percent
   bool cpu_attention = false;    // with --percent
   bool compress_weight = false;  // with --percent; with search, allows it (default: allowed)
-  bool compress_cache = false;
-  std::string cache_keys;  // with compress_cache: plain, rotated or smoothed (policy/plan.h
-                           // CacheKeys); empty: the plan's default (smoothed)
-  int cache_sink = 0;      // with compress_cache: tokens kept exact (policy/plan.h)
-  int cache_window = 0;
+  bool compress_cache = false;   // with --percent
+  CacheFormatFlags cache;        // with compress_cache: its format; unset: the plan's defaults
   bool no_overlap = false;
   bool no_compression = false;    // search: never compress
   bool no_cpu_attention = false;  // search: never delegate attention to the CPU

@@ -20,8 +20,7 @@ namespace strata {
 
 bool PolicyFlags::explicit_plan() const {
   return policy != "auto" || !percent.empty() || gpu_batch_size > 0 || num_gpu_batches > 0 ||
-         cpu_attention || compress_cache || !cache_keys.empty() || cache_sink != 0 ||
-         cache_window != 0 || compress_weight;
+         cpu_attention || compress_cache || cache.any() || compress_weight;
 }
 
 bool PolicyFlags::any() const {
@@ -111,17 +110,47 @@ Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpe
   return chosen;
 }
 
-void AddCacheFormatFlags(CLI::App* cmd, std::string* keys, int* sink, int* window) {
-  cmd->add_option("--cache-keys", *keys,
-                  "With --compress-cache: how keys are stored: smoothed (per-sequence channel "
-                  "smoothing, then rotated; the default, closest to fp32), rotated "
-                  "(Walsh-Hadamard rotated) or plain (FlexGen's groups)");
-  cmd->add_option("--cache-sink", *sink,
-                  "With --compress-cache: also keep each sequence's first N tokens exact (fp32) "
-                  "for decode attention (default 0)");
-  cmd->add_option("--cache-window", *window,
-                  "With --compress-cache: also keep each sequence's N most recent tokens exact "
-                  "(fp32) for decode attention (default 0)");
+void AddCacheFormatFlags(CLI::App* cmd, CacheFormatFlags* f) {
+  const std::string group = std::to_string(kChannelKeyGroup);
+  const std::string keys =
+      "With --compress-cache: how keys are stored: channel (default): per channel over groups of " +
+      group +
+      " tokens, the unfinished group exact (KIVI); smoothed: per-sequence channel smoothing, "
+      "then rotated; rotated: Walsh-Hadamard rotated; plain: FlexGen's groups";
+  const std::string sink =
+      "With --compress-cache: also keep each sequence's first N tokens exact (fp32) for decode "
+      "attention (default " +
+      std::to_string(kDefaultCacheSink) + ")";
+  const std::string window =
+      "With --compress-cache: also keep each sequence's N most recent tokens exact (fp32) for "
+      "decode attention (default " +
+      std::to_string(kDefaultCacheWindow) + "; channel keys need " + group + " or more)";
+  cmd->add_option("--cache-keys", f->keys, keys);
+  cmd->add_option("--cache-sink", f->sink, sink);
+  cmd->add_option("--cache-window", f->window, window);
+}
+
+Status ApplyCacheFormatFlags(const CacheFormatFlags& f, Plan* plan) {
+  if (!f.keys.empty() && !plan->compress_cache) {
+    return Status::InvalidArgument("--cache-keys needs the 4-bit cache: add --compress-cache");
+  }
+  if ((f.sink || f.window) && !plan->compress_cache) {
+    return Status::InvalidArgument(
+        "--cache-sink and --cache-window keep tokens of the 4-bit cache exact: add "
+        "--compress-cache");
+  }
+  if (!f.keys.empty()) {
+    Result<CacheKeys> keys = ParseCacheKeys(f.keys);
+    if (!keys.ok()) return keys.status().WithContext("--cache-keys");
+    plan->cache_keys = *keys;
+  }
+  if (f.sink.value_or(0) < 0 || f.window.value_or(0) < 0) {
+    return Status::InvalidArgument(
+        "--cache-sink and --cache-window count tokens and must be at least 0");
+  }
+  if (f.sink) plan->cache_sink = *f.sink;
+  if (f.window) plan->cache_window = *f.window;
+  return Status::Ok();
 }
 
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
@@ -143,7 +172,7 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
                 "Decode attention over the non-GPU cache runs on the CPU");
   cmd->add_flag("--compress-cache", f->compress_cache,
                 "4-bit KV cache: stored, moved and attended in 4 bits");
-  AddCacheFormatFlags(cmd, &f->cache_keys, &f->cache_sink, &f->cache_window);
+  AddCacheFormatFlags(cmd, &f->cache);
   cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
   cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
                   "Device tier capacity in GiB (0: what the placement needs)");
@@ -171,22 +200,7 @@ Result<Plan> PlanFromFlags(const PolicyFlags& f) {
   }
   if (f.cpu_attention) plan.cpu_attention = true;
   if (f.compress_cache) plan.compress_cache = true;
-  if (!f.cache_keys.empty()) {
-    if (!plan.compress_cache) {
-      return Status::InvalidArgument("--cache-keys needs the 4-bit cache: add --compress-cache");
-    }
-    Result<CacheKeys> keys = ParseCacheKeys(f.cache_keys);
-    if (!keys.ok()) return keys.status().WithContext("--cache-keys");
-    plan.cache_keys = *keys;
-  }
-  if (f.cache_sink != 0 || f.cache_window != 0) {
-    if (!plan.compress_cache) {
-      return Status::InvalidArgument("--cache-sink and --cache-window keep tokens of the 4-bit "
-                                     "cache exact: add --compress-cache");
-    }
-    if (f.cache_sink != 0) plan.cache_sink = f.cache_sink;
-    if (f.cache_window != 0) plan.cache_window = f.cache_window;
-  }
+  STRATA_RETURN_IF_ERROR(ApplyCacheFormatFlags(f.cache, &plan));
   if (f.compress_weight) plan.compress_weight = true;
   STRATA_RETURN_IF_ERROR(plan.Validate());
   return plan;

@@ -22,9 +22,25 @@ class App;
 
 namespace strata {
 
-// Registers --cache-keys, --cache-sink and --cache-window (how a 4-bit cache stores keys, and the
-// tokens it keeps exact; policy/plan.h) on `cmd`, the same for run, bench, plan and perplexity.
-void AddCacheFormatFlags(CLI::App* cmd, std::string* keys, int* sink, int* window);
+// --cache-keys, --cache-sink and --cache-window: how a 4-bit cache stores keys and the tokens it
+// keeps exact (policy/plan.h), the same for run, bench, plan and perplexity. Each is unset when
+// not given, so that the plan's value holds; an explicit --cache-window 0 is a value.
+struct CacheFormatFlags {
+  std::string keys;           // a CacheKeys name; empty: the plan's
+  std::optional<int> sink;    // Plan::cache_sink
+  std::optional<int> window;  // Plan::cache_window
+
+  bool any() const { return !keys.empty() || sink.has_value() || window.has_value(); }
+};
+
+// Registers the flags on `cmd`, filling *flags when parsed.
+void AddCacheFormatFlags(CLI::App* cmd, CacheFormatFlags* flags);
+
+// Sets the fields of *plan that `flags` give. Errors (InvalidArgument, naming the flag): any of
+// them while plan->compress_cache is false (the message says to add --compress-cache), a
+// --cache-keys that ParseCacheKeys refuses, a negative --cache-sink or --cache-window. Leaves
+// Plan::Validate to the caller.
+Status ApplyCacheFormatFlags(const CacheFormatFlags& flags, Plan* plan);
 
 struct PolicyFlags {
   std::string policy = "auto";  // "auto" (search) or a plan YAML file
@@ -34,9 +50,7 @@ struct PolicyFlags {
   int num_gpu_batches = 0;    // 0: not given
   bool cpu_attention = false;
   bool compress_cache = false;   // 4-bit KV cache (kernels/kv_q4_format.h)
-  std::string cache_keys;        // how it stores keys (policy/plan.h CacheKeys); empty: the plan's
-  int cache_sink = 0;            // tokens kept exact (policy/plan.h); 0: the plan's
-  int cache_window = 0;
+  CacheFormatFlags cache;        // its format; unset: the plan's
   bool compress_weight = false;  // 4-bit weights
   double gpu_mem_gib = 0;     // device tier capacity; 0: what the placement needs
   std::string offload_dir = ".";

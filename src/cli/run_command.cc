@@ -102,12 +102,13 @@ Workload SearchWorkload(const ModelConfig& config) {
   return {std::min(512, half), std::min(256, half), 0};
 }
 
-// A searched plan that keeps everything on an emulated device is the in-memory Generator's work
-// (the same tokens), without the executor's lane threads and copies.
+// A searched plan that keeps everything on an emulated device, uncompressed, is the in-memory
+// Generator's work (the same tokens), without the executor's lane threads and copies. A 4-bit
+// plan goes to the executor, which is what applies its formats.
 bool RunsInMemory(const Plan& plan, const std::optional<HardwareSpec>& hardware) {
   return hardware && hardware->gpu_emulated && plan.weight_gpu_percent == 100 &&
          plan.cache_gpu_percent == 100 && plan.activation_gpu_percent == 100 &&
-         !plan.cpu_attention;
+         !plan.cpu_attention && !plan.compress_cache && !plan.compress_weight;
 }
 
 }  // namespace

@@ -182,14 +182,7 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   if (plan.rotate_keys() && (c.head_dim & (c.head_dim - 1)) != 0) {
     return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; "
                                "this model has " + std::to_string(c.head_dim) +
-                               ": use --cache-keys plain");
-  }
-  if (plan.exact_tokens() && plan.cache_sink + plan.cache_window > shape.max_len) {
-    return Status::InvalidArgument(
-        "cache_sink + cache_window (" + std::to_string(plan.cache_sink + plan.cache_window) +
-        ") exceed the " + std::to_string(shape.max_len) +
-        " cache slots per sequence, so every token would be kept exact: lower them or run "
-        "without --compress-cache");
+                               ": use --cache-keys channel (the default) or plain");
   }
   // The homes alone first, to size the disk ring by the largest disk transfer.
   uint64_t largest_disk = 0;

@@ -118,10 +118,27 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
     case StepKind::kLoadCache:
       return transfers_.LoadCache(slice, step.cache_slot, kv_rows,
                                   run.prompt_len + step.token - 1, record);
-    case StepKind::kStoreCache:
-      return transfers_.StoreCache(slice, step.cache_slot, kv_rows,
-                                   step.token == 0 ? 0 : run.prompt_len + step.token - 1, tokens,
-                                   step.token > 0, record);
+    case StepKind::kStoreCache: {
+      int first = step.token == 0 ? 0 : run.prompt_len + step.token - 1;
+      int count = tokens;
+      // A decode step that completes a sequence's group of channel keys rewrote the group's
+      // slots: the last group of slots, of every row (a group is a sequence's tokens, counted
+      // from its first real slot).
+      if (step.token > 0 && p_.plan.channel_keys()) {
+        bool completes = false;
+        for (int b = k * p_.shape.gpu_batch_size; b < k * p_.shape.gpu_batch_size + run.batch(k);
+             ++b) {
+          const size_t tokens = (*run.requests)[static_cast<size_t>(b)].prompt.size() + step.token;
+          completes |= tokens % kChannelKeyGroup == 0;
+        }
+        if (completes) {
+          first += 1 - kChannelKeyGroup;
+          count = kChannelKeyGroup;
+        }
+      }
+      return transfers_.StoreCache(slice, step.cache_slot, kv_rows, first, count, step.token > 0,
+                                   record);
+    }
     case StepKind::kLoadActivations:
       return transfers_.LoadActivations(k, step.activation_slot, run.batch(k) * tokens, record);
     case StepKind::kStoreActivations:

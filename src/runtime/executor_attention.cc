@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/cpu/kv_q4.h"
+#include "kernels/cpu/kv_q4_channel.h"
 #include "kernels/kv_q4_format.h"
 
 namespace strata {
@@ -60,7 +61,7 @@ KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int6
 
 void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
                  int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
-                 bool q4, bool rotate_keys, std::vector<float>& scratch) {
+                 bool q4, const Q4KeyWrite& keys, std::vector<float>& scratch) {
   const size_t d = static_cast<size_t>(head_dim);
   // A 4-bit row's tokens are gathered in `scratch`, then quantized as KvCache::Write does for a
   // whole cache (each token of each head on its own, so the codes are the same bits); an fp32
@@ -80,8 +81,15 @@ void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int
     }
     if (!q4) continue;
     const kernels::cpu::Q4CacheShape s{1, 1, row.stride, head_dim};
-    kernels::cpu::WriteQ4Cache(s, k_dst, tokens, first_slot, rotate_keys, row.k_codes,
-                               row.k_params);
+    if (keys.by_channel) {
+      kernels::cpu::WriteKeyGroupsByChannel(
+          head_dim, keys.sink, keys.window, keys.start[b], first_slot, tokens, k_dst,
+          static_cast<long>(d), keys.exact_keys + static_cast<size_t>(r) * (keys.sink + keys.window) * d,
+          row.k_codes, row.k_params);
+    } else {
+      kernels::cpu::WriteQ4Cache(s, k_dst, tokens, first_slot, keys.rotate, row.k_codes,
+                                 row.k_params);
+    }
     kernels::cpu::WriteQ4Cache(s, v_dst, tokens, first_slot, false, row.v_codes, row.v_params);
   }
 }

@@ -31,14 +31,26 @@ struct KvRow {
 // Row `index` of a buffer at `base` holding `rows` rows of `len` slots in `format`'s planes.
 KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int64_t index);
 
+// How 4-bit rows take keys, as KvCache's options say: Walsh–Hadamard rotated first, or by
+// channel (kernels/cpu/kv_q4_channel.h), a group once its last slot is written, from this
+// write's keys and the micro-batch's exact keys (Q4ExactRows' keys, row r of `rows` at its row
+// r; as before this write, or after it for one token).
+struct Q4KeyWrite {
+  bool rotate = false;
+  bool by_channel = false;
+  int sink = 0;
+  int window = 0;
+  const float* exact_keys = nullptr;
+  const int* start = nullptr;  // each sequence's first real slot
+};
+
 // Stores this step's keys and values, k_new and v_new [batch * tokens, kv_heads * head_dim]
 // (token-major, as a Linear writes them), in slots [first_slot, first_slot + tokens) of rows
 // [row_begin, row_end) of `rows`. Same layout rule as KvCache::Write; 4-bit rows (`q4`) are
-// quantized as KvCache::Write quantizes them (keys Walsh–Hadamard rotated first with
-// `rotate_keys`), through `scratch`.
+// quantized as KvCache::Write quantizes them (keys as `keys` says), through `scratch`.
 void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
                  int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
-                 bool q4, bool rotate_keys, std::vector<float>& scratch);
+                 bool q4, const Q4KeyWrite& keys, std::vector<float>& scratch);
 
 // out = attention of q over rows [row_begin, row_end) of `rows`, for the query heads those rows
 // serve; other heads of `out` are left as they are. `shape` is the whole micro-batch's (its

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <tuple>
 
 #include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
@@ -10,6 +11,9 @@
 #include "src/core/check.h"
 
 namespace strata {
+
+static_assert(kChannelKeyGroup == kernels::kQ4ChannelGroup,
+              "policy and the kernels must agree on the slots of a channel-key group");
 
 int BlockRun::batch(int k) const {
   const int n = sequences->size();
@@ -240,12 +244,19 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     k_new = smoothed_k_.data();
     if (step.token > 0) q = scaled_q_.data();
   }
-  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens, first_slot, q4,
-              rotate, scratch_);
   kernels::cpu::Q4ExactRows exact;
+  float* exact_k = nullptr;
+  float* exact_v = nullptr;
   if (p_.plan.exact_tokens()) {
-    const auto [exact_k, exact_v] = ExactRows(step, block);
+    std::tie(exact_k, exact_v) = ExactRows(step, block);
     exact = {p_.plan.cache_sink, p_.plan.cache_window, exact_k, exact_v};
+  }
+  const Q4KeyWrite key_write{rotate,       p_.plan.channel_keys(), exact.sink,
+                             exact.window, exact_k,                in.start.data()};
+  // Keys by channel read the exact rows as they were before this step's tokens.
+  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens, first_slot, q4,
+              key_write, scratch_);
+  if (p_.plan.exact_tokens()) {
     kernels::cpu::WriteExactRows(in.batch, kvh, cfg.head_dim, exact.sink, exact.window, k_new,
                                  buf.v, in.new_tokens, first_slot, in.start.data(), rotate,
                                  exact_k, exact_v);
@@ -257,6 +268,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   q4_shape.cache_len = in.cache_len;
   q4_shape.scale = shape.scale;
   q4_shape.keys_rotated = rotate;
+  q4_shape.keys_by_channel = p_.plan.channel_keys();
   if (!q4) {
     AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
   } else if (step.token == 0) {
@@ -275,8 +287,8 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     float* out_cpu = q_cpu + static_cast<size_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
                                  cfg.head_dim;
     const double t0 = record.NowUs();
-    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot, q4, rotate,
-                scratch_);
+    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot, q4,
+                key_write, scratch_);
     std::memcpy(q_cpu + begin, q + begin, bytes);
     const double t1 = record.NowUs();
     record.AddTransfer(Link::kGpuToCpu, t0, t1,

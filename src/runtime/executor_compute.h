@@ -17,7 +17,9 @@
 // (plan.exact_tokens()) are kept the same way: every key and value written is also stored, in
 // the space the 4-bit keys are in, in the micro-batch's exact rows (placement's cache.exact) when
 // its token is in the sequence's sink or window, and decode attention reads those tokens from
-// there (on the CPU too), as KvCache does.
+// there (on the CPU too), as KvCache does. Keys by channel (plan.channel_keys()) are quantized a
+// group at a time when its last slot is written, from the step's keys and the exact rows, as
+// KvCache does it.
 #pragma once
 
 #include <utility>

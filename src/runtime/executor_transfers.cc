@@ -11,14 +11,14 @@ namespace strata {
 namespace {
 
 // The 4 KiB pages of a slice's disk extent (`d` rows of `len` slots in each of `f`'s planes, at
-// `offset` in the file) that hold slot `slot` of rows [0, rows), as pieces whose bytes are at
-// at(plane, y) for offset y within that plane of the extent. Every byte of those pages is
-// covered, so writing them whole keeps the other slots they hold; a page that holds the slot of
-// several rows (short rows: the 4-bit params) is written once, and adjacent pages whose bytes
-// are adjacent in memory go in one piece.
+// `offset` in the file) that hold slots [slot, slot + count) of rows [0, rows), as pieces whose
+// bytes are at at(plane, y) for offset y within that plane of the extent. Every byte of those
+// pages is covered, so writing them whole keeps the other slots they hold; a page that holds the
+// slots of several rows (short rows: the 4-bit params) is written once, and adjacent pages whose
+// bytes are adjacent in memory go in one piece.
 template <typename At>
 void DirtyPages(uint64_t offset, const KvFormat& f, uint64_t d, int len, uint64_t rows, int slot,
-                At at, std::vector<DiskPiece>& out) {
+                int count, At at, std::vector<DiskPiece>& out) {
   const auto plane_begin = [&](int p) {
     return static_cast<uint64_t>(f.PlaneOffset(p, static_cast<int64_t>(d), len));
   };
@@ -29,7 +29,7 @@ void DirtyPages(uint64_t offset, const KvFormat& f, uint64_t d, int len, uint64_
     for (uint64_t j = 0; j < rows; ++j) {
       const uint64_t x = plane_begin(p) + (j * len + static_cast<uint64_t>(slot)) * slot_bytes;
       uint64_t a = std::max(x / kDirectIoAlignment * kDirectIoAlignment, done);
-      const uint64_t b = std::min(AlignUp(x + slot_bytes), total);
+      const uint64_t b = std::min(AlignUp(x + static_cast<uint64_t>(count) * slot_bytes), total);
       int q = 0;
       while (a < b) {  // split where one plane ends and the next begins
         while (plane_begin(q + 1) <= a) ++q;
@@ -241,10 +241,10 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
   const int64_t disk_rows = std::max<int64_t>(0, rows - c.rows.gpu - c.rows.cpu);
   std::vector<DiskPiece> disk;
   if (delegate_ && decode) {
-    // The CPU-attention slot is laid out as the extent: its pages holding the new slot go home.
+    // The CPU-attention slot is laid out as the extent: its pages holding the new slots go home.
     uint8_t* base = tiers_.At(c.cpu_slots[slot]);
     DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
-               static_cast<uint64_t>(disk_rows), first,
+               static_cast<uint64_t>(disk_rows), first, count,
                [&](int p, uint64_t y) { return base + f.PlaneOffset(p, d, c.max_len) + y; }, disk);
     return Disk(false, disk, record);
   }
@@ -271,9 +271,9 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
       return home.disk.offset + static_cast<uint64_t>(f.PlaneOffset(p, d, c.max_len));
     };
     if (c.staging_len == c.max_len && decode) {
-      // Rows laid out as on disk: only the pages that hold the new slot.
+      // Rows laid out as on disk: only the pages that hold the new slots.
       DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
-                 static_cast<uint64_t>(disk_rows), first,
+                 static_cast<uint64_t>(disk_rows), first, count,
                  [&](int p, uint64_t y) { return staged(p, c.rows.cpu) + y; }, disk);
     } else if (c.staging_len == c.max_len) {
       // The prefill: the whole extent, one piece per plane, aligned writes.

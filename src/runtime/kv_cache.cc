@@ -6,6 +6,7 @@
 
 #include "kernels/cpu/hadamard.h"
 #include "kernels/cpu/kv_q4.h"
+#include "kernels/cpu/kv_q4_channel.h"
 #include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
 #include "kernels/kv_q4_format.h"
@@ -56,6 +57,17 @@ Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
   if (options.exact_sink + options.exact_window > 0 && !options.compress) {
     return Status::InvalidArgument("exact sink and window tokens need the compressed (4-bit) "
                                    "cache");
+  }
+  if (options.channel_keys && (!options.compress || options.rotate_keys || options.smooth_keys)) {
+    return Status::InvalidArgument("keys by channel need the compressed (4-bit) cache, and are "
+                                   "neither rotated nor smoothed");
+  }
+  if (options.channel_keys && options.exact_window < kernels::kQ4ChannelGroup) {
+    return Status::InvalidArgument(
+        "keys by channel read their unfinished group of " +
+        std::to_string(kernels::kQ4ChannelGroup) + " tokens from the exact window, which has " +
+        std::to_string(options.exact_window) + "; keep at least " +
+        std::to_string(kernels::kQ4ChannelGroup));
   }
   if (options.compress && (head_dim % 2 != 0 || (head_dim > 64 && head_dim % 64 != 0))) {
     return Status::Unsupported(
@@ -127,16 +139,34 @@ void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tok
       }
       k_rows = smoothed_k_.data();
     }
+    const std::vector<int> no_padding(static_cast<size_t>(batch_), 0);
+    if (start == nullptr) start = no_padding.data();
+    if (options_.channel_keys) {  // before the exact rows take this write's tokens
+      const int d = head_dim_;
+      const int exact_rows = options_.exact_sink + options_.exact_window;
+      for (int b = 0; b < batch_; ++b) {
+        for (int h = 0; h < num_kv_heads_; ++h) {
+          const long row = static_cast<long>(b) * num_kv_heads_ + h;
+          k::WriteKeyGroupsByChannel(
+              d, options_.exact_sink, options_.exact_window, start[b], first_slot, tokens,
+              k_rows + (static_cast<long>(b) * tokens * num_kv_heads_ + h) * d,
+              static_cast<long>(num_kv_heads_) * d,
+              exact_k_[static_cast<size_t>(layer)].data() + row * exact_rows * d,
+              kp.codes.data() + row * max_len_ * kernels::Q4CodeBytes(d),
+              kp.params.data() + row * max_len_ * kernels::Q4ParamHalves(d));
+        }
+      }
+    }
     if (!exact_k_.empty()) {
-      const std::vector<int> no_padding(static_cast<size_t>(batch_), 0);
       k::WriteExactRows(batch_, num_kv_heads_, head_dim_, options_.exact_sink,
                         options_.exact_window, k_rows, v_rows, tokens, first_slot,
-                        start != nullptr ? start : no_padding.data(), options_.rotate_keys,
-                        exact_k_[static_cast<size_t>(layer)].data(),
+                        start, options_.rotate_keys, exact_k_[static_cast<size_t>(layer)].data(),
                         exact_v_[static_cast<size_t>(layer)].data());
     }
-    k::WriteQ4Cache(s, k_rows, tokens, first_slot, options_.rotate_keys, kp.codes.data(),
-                    kp.params.data());
+    if (!options_.channel_keys) {
+      k::WriteQ4Cache(s, k_rows, tokens, first_slot, options_.rotate_keys, kp.codes.data(),
+                      kp.params.data());
+    }
     k::WriteQ4Cache(s, v_rows, tokens, first_slot, false, vp.codes.data(), vp.params.data());
     return;
   }
@@ -179,6 +209,7 @@ void KvCache::DecodeAttention(int layer, k::DecodeAttentionQ4Shape s, const floa
                               const int* start, float* out) {
   STRATA_CHECK(options_.compress && s.num_kv_heads == num_kv_heads_ && s.head_dim == head_dim_);
   s.keys_rotated = options_.rotate_keys;
+  s.keys_by_channel = options_.channel_keys;
   if (options_.smooth_keys && smoothing_[static_cast<size_t>(layer)].set) {
     const Smoothing& sm = smoothing_[static_cast<size_t>(layer)];
     const int d = head_dim_;
@@ -204,7 +235,8 @@ void KvCache::DecodeAttention(int layer, k::DecodeAttentionQ4Shape s, const floa
                        &exact);
 }
 
-void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const {
+void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out,
+                          const int* start) const {
   STRATA_CHECK(options_.compress && slots <= dst_len && slots <= max_len_);
   const Q4Planes& kp = qk_[static_cast<size_t>(layer)];
   const Q4Planes& vp = qv_[static_cast<size_t>(layer)];
@@ -214,8 +246,12 @@ void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float
     for (int t = 0; t < slots; ++t) {
       const long src = head * max_len_ + t;
       const long dst = (head * dst_len + t) * d;
-      k::DequantizeQ4Row(kp.codes.data() + src * kernels::Q4CodeBytes(d),
-                         kp.params.data() + src * kernels::Q4ParamHalves(d), d, k_out + dst);
+      if (options_.channel_keys) {
+        ChannelKey(layer, head, t, slots, start, k_out + dst);
+      } else {
+        k::DequantizeQ4Row(kp.codes.data() + src * kernels::Q4CodeBytes(d),
+                           kp.params.data() + src * kernels::Q4ParamHalves(d), d, k_out + dst);
+      }
       k::DequantizeQ4Row(vp.codes.data() + src * kernels::Q4CodeBytes(d),
                          vp.params.data() + src * kernels::Q4ParamHalves(d), d, v_out + dst);
       if (options_.rotate_keys) k::HadamardRotate(k_out + dst, 1, d);  // H is its own inverse
@@ -224,6 +260,29 @@ void KvCache::ExpandSlots(int layer, int slots, int dst_len, float* k_out, float
                        k_out + dst);
       }
     }
+  }
+}
+
+void KvCache::ChannelKey(int layer, long head, int slot, int slots, const int* start,
+                         float* k) const {
+  const int d = head_dim_;
+  const int sink = options_.exact_sink;
+  const int window = options_.exact_window;
+  const int token = slot - (start != nullptr ? start[head / num_kv_heads_] : 0);
+  const float* exact = exact_k_[static_cast<size_t>(layer)].data() + head * (sink + window) * d;
+  const int tokens = slots - (slot - token);  // the sequence's tokens among [0, slots)
+  if (token < 0) {
+    std::fill(k, k + d, 0.0f);
+  } else if (token < sink) {
+    std::copy_n(exact + static_cast<long>(token) * d, d, k);
+  } else if (token >= tokens - window) {
+    std::copy_n(exact + static_cast<long>(sink + token % window) * d, d, k);
+  } else {
+    const Q4Planes& kp = qk_[static_cast<size_t>(layer)];
+    const long row = head * max_len_;
+    const long group = slot - token + token / kernels::kQ4ChannelGroup * kernels::kQ4ChannelGroup;
+    k::DequantizeKeyByChannel(kp.codes.data() + (row + slot) * kernels::Q4CodeBytes(d),
+                              kp.params.data() + (row + group) * kernels::Q4ParamHalves(d), d, k);
   }
 }
 

@@ -27,6 +27,11 @@ struct KvCacheOptions {
   // first write of one token leaves the layer unsmoothed. DecodeAttention scales queries by s,
   // ExpandSlots undoes it. Default: off.
   bool smooth_keys = false;
+  // With `compress`: keys quantized by channel over groups of kQ4ChannelGroup slots
+  // (kernels/cpu/kv_q4_channel.h), a group once its last slot is written; the tokens of the
+  // unfinished group are read from the exact window, which must hold at least that many.
+  // Excludes rotate_keys and smooth_keys. Default: off.
+  bool channel_keys = false;
   // With `compress`: each sequence's first `exact_sink` real tokens and its `exact_window` most
   // recent ones are also kept in fp32 per (layer, sequence, KV head) (kernels/cpu/kv_q4_exact.h),
   // keys transformed as the 4-bit ones are, and DecodeAttention reads them from there. Every
@@ -73,9 +78,12 @@ class KvCache {
                        const int* start, float* out);
 
   // Expands slots [0, slots) of a compressed `layer` to fp32 keys (un-rotated, un-smoothed) and
-  // values, laid out [batch, num_kv_heads, dst_len, head_dim].
+  // values, laid out [batch, num_kv_heads, dst_len, head_dim]. With channel_keys, the keys of
+  // exact tokens (start[b] as in Write, none when null) are their exact rows, as decode reads
+  // them (the unfinished group has no codes yet), and padding slots' keys are 0.
   // REQUIRES: options().compress; slots <= dst_len.
-  void ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out) const;
+  void ExpandSlots(int layer, int slots, int dst_len, float* k_out, float* v_out,
+                   const int* start = nullptr) const;
 
  private:
   struct Q4Planes {
@@ -87,6 +95,9 @@ class KvCache {
     bool set = false;
     std::vector<float> key_mean, key_scale;  // [batch, num_kv_heads, head_dim]
   };
+  // Key of `slot` of row `head` (sequence head / num_kv_heads) of a channel_keys `layer` whose
+  // slots [0, slots) are written: ExpandSlots' rule.
+  void ChannelKey(int layer, long head, int slot, int slots, const int* start, float* k) const;
   // Fits `layer`'s smoothing to the real tokens (slots >= start[b]) of its first write.
   void SetSmoothing(int layer, const float* k_rows, int tokens, int first_slot, const int* start);
 

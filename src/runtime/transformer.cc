@@ -173,7 +173,7 @@ void Transformer::PrefillOnCompressedCache(int layer, const StepInput& in, const
   const size_t n = static_cast<size_t>(in.batch) * kv_heads * in.cache_len * d;
   float* kf = Workspace(k_f32_, n);
   float* vf = Workspace(v_f32_, n);
-  cache.ExpandSlots(layer, first, in.cache_len, kf, vf);
+  cache.ExpandSlots(layer, first, in.cache_len, kf, vf, in.start.data());
   for (int b = 0; b < in.batch; ++b) {
     for (int t = 0; t < in.new_tokens; ++t) {
       for (int h = 0; h < kv_heads; ++h) {

@@ -1,6 +1,6 @@
-// `strata perplexity` on the default model over a short prefix of tests/data/text: the default
-// 4-bit cache option (smoothed and rotated keys), and the same with each window's first token
-// and 16 most recent tokens kept exact (--cache-sink 1 --cache-window 16), against the fp32
+// `strata perplexity` on the default model over a short prefix of tests/data/text: the 4-bit
+// cache with smoothed and rotated keys and no token exact, and the same with each window's first
+// token and 16 most recent tokens kept exact (--cache-sink 1 --cache-window 16), against the fp32
 // cache, with bounds measured on this prefix (docs/PERFORMANCE.md; rotation alone costs +4.8%
 // here, too much for the first bound); and 4-bit weights, the file's own Q4_1 blocks. Skips when
 // the model is not in the cache (scripts/setup.sh fetches it). Every token after each window's
@@ -79,10 +79,21 @@ class PerplexityTest : public CliTest {
   }
 };
 
+// The default 4-bit cache (keys by channel over groups of 64 tokens, the first token and the 64
+// most recent ones exact) costs at most 0.5% perplexity, what issue 23 asks of it: measured
+// +0.08% here, +0.23% to +0.35% on three longer texts (docs/PERFORMANCE.md).
+TEST_F(PerplexityTest, DefaultFourBitCacheCostsAtMostHalfAPercent) {
+  if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
+  const double channel = OverFp32("--compress-cache", "default 4-bit cache");
+  EXPECT_GT(channel, 0);
+  EXPECT_LE(channel, 1.005);
+}
+
 TEST_F(PerplexityTest, SmoothedRotatedFourBitCacheStaysCloseToFp32) {
   if (DefaultModelPath().empty()) GTEST_SKIP() << "default model not fetched";
   const double smoothed =
-      OverFp32("--compress-cache --cache-keys smoothed", "smoothed+rotated 4-bit cache");
+      OverFp32("--compress-cache --cache-keys smoothed --cache-sink 0 --cache-window 0",
+               "smoothed+rotated 4-bit cache");
   // Measured 1.017 with the first AVX-512 kernel, 1.035 with the VNNI one and 1.006 with its
   // integer values (rotated alone: 1.048 and 1.041). The kernels agree to 1e-4 per output, but
   // every later layer rounds its keys and values to 4 bits, so such differences flip codes and
@@ -92,8 +103,9 @@ TEST_F(PerplexityTest, SmoothedRotatedFourBitCacheStaysCloseToFp32) {
   EXPECT_GT(smoothed, 0);
   EXPECT_LE(smoothed, 1.05);
   // Each window's first token and 16 most recent tokens also kept exact: within 1%.
-  const double exact = OverFp32("--compress-cache --cache-sink 1 --cache-window 16",
-                                "with the first token and 16 recent tokens exact");
+  const double exact =
+      OverFp32("--compress-cache --cache-keys smoothed --cache-sink 1 --cache-window 16",
+               "with the first token and 16 recent tokens exact");
   EXPECT_GT(exact, 0);
   EXPECT_LE(exact, 1.01);  // measured 1.0054 (the full text: 1.0041 to 1.0044)
 }
@@ -152,18 +164,30 @@ TEST_F(PerplexityTest, BadFlagsSayWhatIsWrong) {
   Write("t.txt", "Hello there.");
   CliResult r = RunStrata("perplexity --input " + Path("t.txt") + " --cache-keys smoothed");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.stderr_text.find("--cache-keys needs --compress-cache"), std::string::npos)
+  EXPECT_NE(r.stderr_text.find("--cache-keys needs the 4-bit cache: add --compress-cache"),
+            std::string::npos)
       << r.stderr_text;
   r = RunStrata("perplexity --input " + Path("t.txt") + " --compress-cache --cache-keys odd");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.stderr_text.find("--cache-keys: cache keys must be plain"), std::string::npos)
+  EXPECT_NE(r.stderr_text.find("--cache-keys: cache keys must be channel"), std::string::npos)
       << r.stderr_text;
   r = RunStrata("perplexity --input " + Path("t.txt") + " --cache-window 16");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
+  r = RunStrata("perplexity --input " + Path("t.txt") + " --cache-sink 0");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
   r = RunStrata("perplexity --input " + Path("t.txt") + " --compress-cache --cache-sink -2");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("must be at least 0"), std::string::npos) << r.stderr_text;
+  r = RunStrata("perplexity --input " + Path("t.txt") + " --compress-cache --cache-window 16");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.stderr_text.find("--cache-window 64 or more"), std::string::npos) << r.stderr_text;
+  r = RunStrata("perplexity --input " + Path("t.txt") + " --compress-cache --window 64");
+  EXPECT_NE(r.exit_code, 0);  // the default 1 + 64 exact tokens
+  EXPECT_NE(r.stderr_text.find("--cache-sink 1 + --cache-window 64 exceed --window 64"),
+            std::string::npos)
+      << r.stderr_text;
   r = RunStrata("perplexity --input " + Path("t.txt") + " --window 15 --prompt 15");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.stderr_text.find("leaves nothing to score"), std::string::npos) << r.stderr_text;

@@ -189,10 +189,11 @@ TEST_F(PolicyCliTest, PlanRejectsAPromptLongerThanTheModelsContext) {
   EXPECT_NE(r.stderr_text.find("context"), std::string::npos) << r.stderr_text;
 }
 
-// --cache-keys on a plan given by --percent: the JSON says how keys are stored, and the memory
-// plan holds the smoothing statistics (fp32 mean and scale per layer, sequence, KV head and
-// channel: 3 layers, 2 KV heads of 16 on the fixture) only for smoothed keys, as the runtime
-// allocates them (tests/memory/placement_test.cc holds the layout to the same bytes).
+// --cache-keys on a plan given by --percent: the JSON says how keys are stored (channel when not
+// given), and the memory plan holds the smoothing statistics (fp32 mean and scale per layer,
+// sequence, KV head and channel: 3 layers, 2 KV heads of 16 on the fixture) only for smoothed
+// keys, as the runtime allocates them (tests/memory/placement_test.cc holds the layout to the same
+// bytes).
 TEST_F(PolicyCliTest, PlanTakesCacheKeysAndAccountsTheSmoothingOfSmoothedKeys) {
   const std::string args = "plan --model " + kModel +
                            " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 "
@@ -212,7 +213,7 @@ TEST_F(PolicyCliTest, PlanTakesCacheKeysAndAccountsTheSmoothingOfSmoothedKeys) {
     int64_t smoothing;
   };
   for (const Case& c :
-       {Case{"", "smoothed", 2 * 3 * 6 * 2 * 16 * 4},
+       {Case{"", "channel", 0}, Case{" --cache-keys channel", "channel", 0},
         Case{" --cache-keys smoothed", "smoothed", 2 * 3 * 6 * 2 * 16 * 4},
         Case{" --cache-keys rotated", "rotated", 0}, Case{" --cache-keys plain", "plain", 0}}) {
     SCOPED_TRACE(c.flag);
@@ -245,37 +246,59 @@ TEST_F(PolicyCliTest, PlanRejectsBadCacheKeys) {
   EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
 }
 
-// --cache-sink and --cache-window on a plan given by --percent: the JSON carries them and the
-// memory plan accounts their fp32 rows on the GPU; without --compress-cache, or negative, they
-// are errors that say so.
+// --cache-sink and --cache-window on a plan given by --percent: the JSON carries them (1 and 64
+// when not given) and the memory plan accounts their fp32 rows on the GPU; an explicit 0 is
+// taken. Without --compress-cache, negative, or a window too short for channel keys, they are
+// errors that say so.
 TEST_F(PolicyCliTest, PlanTakesExactTokensAndAccountsTheirRows) {
   const std::string args = "plan --model " + kModel +
-                           " --hardware t4 --prompt-len 16 --gen-len 8 --percent 100 0 100 0 "
+                           " --hardware t4 --prompt-len 64 --gen-len 8 --percent 100 0 100 0 "
                            "100 0 --gpu-batch-size 2 --num-gpu-batches 3";
-  const CliResult r = RunKeepingStdout(
-      args + " --compress-cache --cache-sink 1 --cache-window 16 --json", "exact.json");
-  ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
-  const nlohmann::json report = nlohmann::json::parse(ReadFile(Path("exact.json")));
-  EXPECT_EQ(report["plan"]["cache_sink"], 1);
-  EXPECT_EQ(report["plan"]["cache_window"], 16);
-  EXPECT_NE(report["plan"]["flexgen_flags"].get<std::string>().find(
-                "--cache-sink 1 --cache-window 16"),
-            std::string::npos);
-  int64_t bytes = 0;
-  for (const nlohmann::json& b : report["buffers"]) {
-    if (b["name"] == "kv_exact") {
-      EXPECT_EQ(b["tier"], "GPU");
-      bytes += b["bytes"].get<int64_t>() * b["count"].get<int64_t>();
+  const auto exact_bytes = [](const nlohmann::json& report) {
+    int64_t bytes = 0;
+    for (const nlohmann::json& b : report["buffers"]) {
+      if (b["name"] == "kv_exact") {
+        EXPECT_EQ(b["tier"], "GPU");
+        bytes += b["bytes"].get<int64_t>() * b["count"].get<int64_t>();
+      }
     }
+    return bytes;
+  };
+  struct Case {
+    std::string flags;
+    int sink, window;
+    std::string flexgen;  // what flexgen_flags says of them
+  };
+  for (const Case& c : {Case{"", 1, 64, "--compress-cache"},
+                        Case{" --cache-keys smoothed --cache-sink 2 --cache-window 16", 2, 16,
+                             "--cache-keys smoothed --cache-sink 2 --cache-window 16"},
+                        Case{" --cache-keys smoothed --cache-window 0", 1, 0,
+                             "--cache-keys smoothed --cache-window 0"}}) {
+    SCOPED_TRACE(c.flags);
+    const CliResult r = RunKeepingStdout(args + " --compress-cache --json" + c.flags, "exact.json");
+    ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
+    const nlohmann::json report = nlohmann::json::parse(ReadFile(Path("exact.json")));
+    EXPECT_EQ(report["plan"]["cache_sink"], c.sink);
+    EXPECT_EQ(report["plan"]["cache_window"], c.window);
+    EXPECT_NE(report["plan"]["flexgen_flags"].get<std::string>().find(c.flexgen), std::string::npos)
+        << report["plan"]["flexgen_flags"];
+    // layers, block, KV heads, rows, head_dim
+    EXPECT_EQ(exact_bytes(report), 2 * 3 * 6 * 2 * (c.sink + c.window) * 16 * 4);
   }
-  EXPECT_EQ(bytes, 2 * 3 * 6 * 2 * 17 * 16 * 4);  // layers, block, KV heads, rows, head_dim
 
   CliResult bad = RunStrata(args + " --cache-window 16");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("add --compress-cache"), std::string::npos) << bad.stderr_text;
+  bad = RunStrata(args + " --cache-sink 0");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.stderr_text.find("add --compress-cache"), std::string::npos) << bad.stderr_text;
   bad = RunStrata(args + " --compress-cache --cache-sink -1");
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.stderr_text.find("must be at least 0"), std::string::npos) << bad.stderr_text;
+  bad = RunStrata(args + " --compress-cache --cache-window 16");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.stderr_text.find("--cache-window 64 or more"), std::string::npos)
+      << bad.stderr_text;
 }
 
 // Without --hardware and without a cached profile, --policy auto keeps the in-memory Generator

@@ -208,7 +208,7 @@ void ExpectCacheBufferAsAccounted(const Model& model, const ModelSpec& spec, con
 
 // Smoothed 4-bit keys keep an fp32 mean and scale per (layer, sequence, KV head) on the GPU: the
 // layout's extent is the accounting's kv_smoothing buffer byte for byte, and neither exists for
-// plain or rotated keys or the fp32 cache.
+// plain, rotated or channel keys or the fp32 cache.
 TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
   for (const char* name : kFixtures) {
     auto model = Load(name);
@@ -216,7 +216,8 @@ TEST(PlacementTest, KeySmoothingIsTheAccountingsBuffer) {
     const ModelSpec spec = *ModelSpecOf(*model);
     const ModelConfig& c = model->config();
     for (Plan plan : Plans()) {
-      for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+      for (CacheKeys keys :
+           {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed, CacheKeys::kChannel}) {
         plan.cache_keys = keys;
         SCOPED_TRACE(std::string(name) + " " + CacheKeysName(keys) + "\n" + PlanToString(plan));
         const int64_t want = plan.smooth_keys() ? 2 * int64_t{c.num_layers} * plan.block_size() *
@@ -239,6 +240,7 @@ TEST(PlacementTest, ExactTokensAreTheAccountingsBuffer) {
     const ModelSpec spec = *ModelSpecOf(*model);
     const ModelConfig& c = model->config();
     for (Plan plan : Plans()) {
+      plan.cache_keys = CacheKeys::kPlain;  // channel keys need a window of a whole group
       for (int window : {0, 3}) {
         plan.cache_sink = plan.compress_cache ? 2 : 0;
         plan.cache_window = plan.compress_cache ? window : 0;

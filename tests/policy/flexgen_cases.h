@@ -31,7 +31,8 @@ inline Plan HandPlan(std::vector<int> percent, int gbs, int nb, bool cpu_attenti
   p.cpu_attention = cpu_attention;
   p.compress_weight = compress_weight;
   p.compress_cache = compress_cache;
-  p.cache_keys = CacheKeys::kPlain;  // FlexGen's group-wise 4-bit scheme
+  p.cache_keys = CacheKeys::kPlain;  // FlexGen's group-wise 4-bit scheme, no token kept exact
+  p.cache_sink = p.cache_window = 0;
   p.overlap = overlap;
   return p;
 }

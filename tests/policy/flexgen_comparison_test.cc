@@ -61,6 +61,9 @@ TEST(FlexGenComparison, SearchedPlanIsAtLeastTheHandPolicy) {
     ASSERT_TRUE(hand.ok()) << hand.status().ToString();
     SearchOptions options;
     options.allow_compress_weight = options.allow_compress_cache = c.compressed;
+    options.cache_keys = c.hand.cache_keys;  // FlexGen's 4-bit cache, as the hand plan's
+    options.cache_sink = c.hand.cache_sink;
+    options.cache_window = c.hand.cache_window;
     Result<SearchResult> searched = SearchPlan(model, SameJob(c), hw, options);
     ASSERT_TRUE(searched.ok()) << searched.status().ToString();
     Result<SearchResult> open = SearchPlan(model, {512, 32, 0}, hw, options);

@@ -166,7 +166,8 @@ TEST(MemoryAccountingTest, LinearFormsMatchTheExactFiguresUpToRows) {
 
 // Smoothed keys add their statistics (fp32 mean and scale per layer, sequence, KV head and
 // channel) to the GPU, both in the exact plan and in the forms the search's LP constrains, and
-// nothing else; rotated and plain keys add none.
+// nothing else; rotated, plain and channel keys add none (channel keys' groups keep both planes'
+// sizes).
 TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
   const ModelSpec m = Preset("llama-2-7b");
   const Workload w{512, 32, 0};
@@ -178,7 +179,7 @@ TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
   p.cache_keys = CacheKeys::kSmoothed;
   const MemoryPlan smoothed = AccountMemory(m, w, p).value();
   const LinearMemory smoothed_forms = LinearMemoryOf(m, w, p);
-  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kPlain}) {
+  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kPlain, CacheKeys::kChannel}) {
     p.cache_keys = keys;
     const MemoryPlan other = AccountMemory(m, w, p).value();
     const LinearMemory other_forms = LinearMemoryOf(m, w, p);
@@ -201,6 +202,8 @@ TEST(MemoryAccountingTest, ExactTokensAddTheirRowsToTheGpuExactly) {
   p.gpu_batch_size = 8;
   p.num_gpu_batches = 3;
   p.compress_cache = true;
+  p.cache_keys = CacheKeys::kPlain;  // channel keys need a window
+  p.cache_sink = p.cache_window = 0;
   const MemoryPlan none = AccountMemory(m, w, p).value();
   const LinearMemory none_forms = LinearMemoryOf(m, w, p);
   p.cache_sink = 1;
@@ -311,6 +314,23 @@ TEST(MemoryAccountingTest, RejectsWhatCannotBePlanned) {
   Plan q4;
   q4.compress_cache = true;
   EXPECT_EQ(AccountMemory(odd, {16, 4, 1}, q4).status().code(), StatusCode::kUnsupported);
+}
+
+// Only rotated (and smoothed) keys need a power-of-two head_dim; channel keys, the default, take
+// every head_dim the 4-bit cache does.
+TEST(MemoryAccountingTest, OnlyRotatedKeysNeedAPowerOfTwoHeadDim) {
+  ModelSpec m = Preset("opt-6.7b");
+  m.head_dim = 192;
+  m.num_heads = m.num_kv_heads = 4096 / 192;
+  Plan q4;
+  q4.compress_cache = true;
+  EXPECT_TRUE(AccountMemory(m, {16, 4, 1}, q4).ok());
+  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+    q4.cache_keys = keys;
+    const Result<MemoryPlan> r = AccountMemory(m, {16, 4, 1}, q4);
+    EXPECT_EQ(r.status().code(), StatusCode::kUnsupported) << CacheKeysName(keys);
+    EXPECT_NE(r.status().message().find("power-of-two head_dim"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -27,7 +27,8 @@ TEST(PlanTest, YamlRoundTrip) {
     ASSERT_TRUE(back.ok()) << back.status().ToString();
     EXPECT_EQ(*back, plan);
   }
-  for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
+  for (CacheKeys keys :
+       {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed, CacheKeys::kChannel}) {
     Plan plan = Mixed();
     plan.cache_keys = keys;
     EXPECT_NE(PlanToYaml(plan).find(std::string("cache_keys: ") + CacheKeysName(keys)),
@@ -38,56 +39,115 @@ TEST(PlanTest, YamlRoundTrip) {
   }
 }
 
-// cache_sink and cache_window round-trip, are written only when set (a plan without them reads
-// as before: no key, 0 when loaded), and need the 4-bit cache and non-negative counts.
-TEST(PlanTest, ExactTokensAreOptionalKeys) {
+// cache_sink and cache_window round-trip and are always written; the FlexGen flags and the
+// description name them when they are not the defaults. A plan file without them (written when
+// they were only written when not 0) reads 0 for them, as it meant.
+TEST(PlanTest, ExactTokensAreWrittenAndZeroWhenAbsent) {
   Plan plan = Mixed();
-  plan.compress_cache = true;
-  EXPECT_EQ(PlanToYaml(plan).find("cache_sink"), std::string::npos);
-  EXPECT_EQ(PlanToYaml(plan).find("cache_window"), std::string::npos);
-  EXPECT_FALSE(plan.exact_tokens());
-  plan.cache_sink = 1;
-  plan.cache_window = 16;
   EXPECT_TRUE(plan.exact_tokens());
   const std::string yaml = PlanToYaml(plan);
   EXPECT_NE(yaml.find("cache_sink: 1\n"), std::string::npos);
-  EXPECT_NE(yaml.find("cache_window: 16\n"), std::string::npos);
-  Result<Plan> back = ParsePlanYaml(yaml, "<test>");
+  EXPECT_NE(yaml.find("cache_window: 64\n"), std::string::npos);
+  EXPECT_EQ(PlanToFlexGenFlags(plan).find("--cache-sink"), std::string::npos);
+  EXPECT_EQ(PlanToFlexGenFlags(plan).find("--cache-window"), std::string::npos);
+  EXPECT_NE(PlanToString(plan).find("first 1 and last 64 tokens exact"), std::string::npos);
+
+  plan.cache_keys = CacheKeys::kSmoothed;
+  plan.cache_sink = 2;
+  plan.cache_window = 16;
+  Result<Plan> back = ParsePlanYaml(PlanToYaml(plan), "<test>");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(*back, plan);
-  EXPECT_NE(PlanToFlexGenFlags(plan).find("--compress-cache --cache-sink 1 --cache-window 16"),
+  EXPECT_NE(PlanToFlexGenFlags(plan).find(
+                "--compress-cache --cache-keys smoothed --cache-sink 2 --cache-window 16"),
             std::string::npos);
-  EXPECT_NE(PlanToString(plan).find("first 1 and last 16 tokens exact"), std::string::npos);
+  plan.cache_sink = plan.cache_window = 0;  // not the defaults, so said
+  EXPECT_FALSE(plan.exact_tokens());
+  EXPECT_NE(PlanToFlexGenFlags(plan).find("--cache-sink 0 --cache-window 0"), std::string::npos);
+  EXPECT_EQ(PlanToString(plan).find("tokens exact"), std::string::npos);
 
-  Plan fp32 = plan;
-  fp32.compress_cache = false;
-  ASSERT_FALSE(fp32.Validate().ok());
-  EXPECT_NE(fp32.Validate().message().find("need compress_cache"), std::string::npos);
-  Plan negative = plan;
+  std::string old = PlanToYaml(Mixed());
+  for (const char* line : {"cache_sink: 1\n", "cache_window: 64\n"}) {
+    old.erase(old.find(line), std::string(line).size());
+  }
+  const std::string channel = old;
+  old.replace(old.find("cache_keys: channel"), 19, "cache_keys: smoothed");
+  back = ParsePlanYaml(old, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->cache_sink, 0);
+  EXPECT_EQ(back->cache_window, 0);
+  back = ParsePlanYaml(channel, "old.yaml");
+  ASSERT_FALSE(back.ok());
+  EXPECT_NE(back.status().message().find("old.yaml: cache_window is 0"), std::string::npos)
+      << back.status().message();
+}
+
+// Counts must not be negative; without the 4-bit cache they are unused, so the defaults (or
+// any count) are fine.
+TEST(PlanTest, ExactTokensNeedNonNegativeCounts) {
+  Plan fp32;
+  ASSERT_FALSE(fp32.compress_cache);
+  EXPECT_TRUE(fp32.Validate().ok()) << fp32.Validate().message();
+  EXPECT_FALSE(fp32.exact_tokens());
+  Plan negative = Mixed();
   negative.cache_window = -1;
   ASSERT_FALSE(negative.Validate().ok());
   EXPECT_NE(negative.Validate().message().find("must be at least 0"), std::string::npos);
 }
 
-TEST(PlanTest, CacheKeysDefaultToSmoothedAndRotated) {
+// Channel keys read the unfinished group from the exact window, so it must hold a whole group;
+// other keys take any window, and without the 4-bit cache it is unused.
+TEST(PlanTest, ChannelKeysNeedAWindowOfAGroup) {
+  Plan p = Mixed();
+  ASSERT_TRUE(p.channel_keys());
+  p.cache_window = kChannelKeyGroup - 1;
+  const Status s = p.Validate();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("group of 64 tokens"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--cache-window 64 or more, or --cache-keys smoothed"),
+            std::string::npos)
+      << s.message();
+  p.cache_window = kChannelKeyGroup;
+  EXPECT_TRUE(p.Validate().ok());
+  p.cache_window = 0;
+  p.cache_keys = CacheKeys::kSmoothed;
+  EXPECT_TRUE(p.Validate().ok());
+  p.cache_keys = CacheKeys::kChannel;
+  p.compress_cache = false;
+  EXPECT_TRUE(p.Validate().ok());
+}
+
+TEST(PlanTest, CacheKeysDefaultToChannel) {
   Plan p;
-  EXPECT_EQ(p.cache_keys, CacheKeys::kSmoothed);
+  EXPECT_EQ(p.cache_keys, CacheKeys::kChannel);
+  EXPECT_EQ(p.cache_sink, 1);
+  EXPECT_EQ(p.cache_window, 64);
   EXPECT_FALSE(p.rotate_keys());  // no 4-bit cache, no key transform
   EXPECT_FALSE(p.smooth_keys());
+  EXPECT_FALSE(p.channel_keys());
   p.compress_cache = true;
+  EXPECT_FALSE(p.rotate_keys());
+  EXPECT_FALSE(p.smooth_keys());
+  EXPECT_TRUE(p.channel_keys());
+  p.cache_keys = CacheKeys::kSmoothed;
   EXPECT_TRUE(p.rotate_keys());
   EXPECT_TRUE(p.smooth_keys());
+  EXPECT_FALSE(p.channel_keys());
   p.cache_keys = CacheKeys::kRotated;
   EXPECT_TRUE(p.rotate_keys());
   EXPECT_FALSE(p.smooth_keys());
   p.cache_keys = CacheKeys::kPlain;
   EXPECT_FALSE(p.rotate_keys());
   EXPECT_FALSE(p.smooth_keys());
+  EXPECT_FALSE(p.channel_keys());
   EXPECT_EQ(*ParseCacheKeys("rotated"), CacheKeys::kRotated);
+  EXPECT_EQ(*ParseCacheKeys("channel"), CacheKeys::kChannel);
+  EXPECT_STREQ(CacheKeysName(CacheKeys::kChannel), "channel");
   Result<CacheKeys> bad = ParseCacheKeys("hadamard");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("plain"), std::string::npos);
-  EXPECT_NE(bad.status().message().find("'hadamard'"), std::string::npos);
+  for (const char* choice : {"channel", "smoothed", "rotated", "plain", "'hadamard'"}) {
+    EXPECT_NE(bad.status().message().find(choice), std::string::npos) << choice;
+  }
 }
 
 TEST(PlanTest, DiskTakesTheRest) {
@@ -156,8 +216,8 @@ TEST(PlanTest, BadYamlSaysWhatAndWhere) {
   EXPECT_NE(message(over).find("plan.yaml: activation_gpu_percent + activation_cpu_percent"),
             std::string::npos);
   std::string bad_keys = good;
-  bad_keys.replace(bad_keys.find("cache_keys: smoothed"), 20, "cache_keys: hadamard");
-  EXPECT_NE(message(bad_keys).find("plan.yaml: cache_keys: cache keys must be plain"),
+  bad_keys.replace(bad_keys.find("cache_keys: channel"), 19, "cache_keys: hadamard");
+  EXPECT_NE(message(bad_keys).find("plan.yaml: cache_keys: cache keys must be channel"),
             std::string::npos);
   EXPECT_EQ(LoadPlanYaml("/nonexistent/plan.yaml").status().code(), StatusCode::kNotFound);
 }
@@ -166,7 +226,8 @@ TEST(PlanTest, PrintsForPeople) {
   const std::string text = PlanToString(Mixed());
   EXPECT_NE(text.find("144 sequences = 48 per micro-batch x 3 micro-batches"), std::string::npos);
   EXPECT_NE(text.find("activations  GPU  30%  CPU  50%  disk  20%"), std::string::npos);
-  EXPECT_NE(text.find("KV cache 4-bit, smoothed keys"), std::string::npos);
+  EXPECT_NE(text.find("KV cache 4-bit, channel keys, first 1 and last 64 tokens exact"),
+            std::string::npos);
 }
 
 }  // namespace

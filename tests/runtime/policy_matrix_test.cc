@@ -63,17 +63,19 @@ const Policy kPolicies[] = {
 struct Compression {
   bool cache = false;
   CacheKeys keys = Plan{}.cache_keys;  // with `cache`
-  int sink = 0, window = 0;            // with `cache`: tokens kept exact
+  // With `cache`: tokens kept exact.
+  int sink = Plan{}.cache_sink, window = Plan{}.cache_window;
   bool weight = false;  // the reference's weights are Q4Weights::RoundTripped()
 };
 
 KvCacheOptions CacheOptionsOf(Compression c) {
   KvCacheOptions o;
   o.compress = c.cache;
-  o.rotate_keys = c.cache && c.keys != CacheKeys::kPlain;
+  o.rotate_keys = c.cache && (c.keys == CacheKeys::kRotated || c.keys == CacheKeys::kSmoothed);
   o.smooth_keys = c.cache && c.keys == CacheKeys::kSmoothed;
-  o.exact_sink = c.sink;
-  o.exact_window = c.window;
+  o.channel_keys = c.cache && c.keys == CacheKeys::kChannel;
+  o.exact_sink = c.cache ? c.sink : 0;
+  o.exact_window = c.cache ? c.window : 0;
   return o;
 }
 
@@ -199,27 +201,23 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
 
 // The 4-bit KV cache under every policy: written quantized as the prefill and each decode step
 // produce it, moved between tiers compressed, attended on its codes (on the CPU for delegated
-// rows), for each way of storing keys: smoothed (the default; fitted at the prefill, resident
-// where the layers compute, queries scaled on the CPU too) under every policy, plain (FlexGen's
-// groups) and rotated under a few. Generator
-// on the same 4-bit cache is the reference; the references differ from each other and from the
-// fp32 run, which shows the cache really is 4-bit and each key transform really applied.
+// rows), for each way of storing keys: by channel (the default; a group of 64 slots quantized
+// when its last slot is written, from the step's keys and the exact window) under every policy,
+// with sequences long enough to complete groups; plain (FlexGen's groups), rotated and smoothed
+// (fitted at the prefill, resident where the layers compute, queries scaled on the CPU too)
+// under a few, without exact tokens. Generator on the same 4-bit cache is the reference; the
+// references differ from each other and from the fp32 run, which shows the cache really is 4-bit
+// and each key format really applied.
 TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   std::vector<std::vector<std::vector<int32_t>>> references;
   for (CacheKeys keys : {CacheKeys::kPlain, CacheKeys::kRotated, CacheKeys::kSmoothed}) {
     SCOPED_TRACE(std::string(CacheKeysName(keys)) + " keys");
-    const Compression c{.cache = true, .keys = keys};
-    if (keys == Plan{}.cache_keys) {
-      CheckPolicies(*model_, *tokenizer_, block,
-                    std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, c);
-      CheckPolicies(*model_, *tokenizer_, block, {kPolicies[6], kPolicies[10]}, 200, c);
-    } else {
-      // The other transforms, kept short: every tier, CPU attention over CPU and disk rows.
-      CheckPolicies(*model_, *tokenizer_, block,
-                    {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
-    }
+    const Compression c{.cache = true, .keys = keys, .sink = 0, .window = 0};
+    // Kept short: every tier, CPU attention over CPU and disk rows.
+    CheckPolicies(*model_, *tokenizer_, block,
+                  {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
     references.push_back(TokensOf(GeneratorResults(*model_, *tokenizer_, block, c)));
   }
   // The plain reference is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
@@ -230,6 +228,18 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   EXPECT_GT(differ, 0u);
   EXPECT_NE(references[0], references[1]) << "rotation changed no token";
   EXPECT_NE(references[1], references[2]) << "smoothing changed no token";
+
+  // Keys by channel need sequences past the exact window: 80 new tokens complete a group.
+  SCOPED_TRACE("channel keys");
+  const std::vector<GenerationRequest> long_block = Block(80);
+  const Compression channel{.cache = true};
+  ASSERT_EQ(channel.keys, CacheKeys::kChannel);
+  CheckPolicies(*model_, *tokenizer_, long_block,
+                std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, channel);
+  CheckPolicies(*model_, *tokenizer_, long_block, {kPolicies[6], kPolicies[10]}, 200, channel);
+  EXPECT_NE(TokensOf(GeneratorResults(*model_, *tokenizer_, long_block, channel)),
+            TokensOf(GeneratorResults(*model_, *tokenizer_, long_block)))
+      << "keys by channel changed no token";
 }
 
 // Exact tokens of the 4-bit cache (plan cache_sink and cache_window) under every policy: each
@@ -466,7 +476,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
                                            "qwen3", "qwen2-yarn", "phi3"));
 
 // The default model, kept small: three prompts, five tokens, three policies, with the fp32 and
-// the 4-bit cache (smoothed keys, the default; plain keys under one policy), and with 4-bit weights (fp32 and 4-bit cache).
+// the 4-bit cache (channel keys, the default; plain keys under one policy), and with 4-bit
+// weights (fp32 and 4-bit cache); then 72 tokens under one policy, so that the default cache
+// quantizes whole groups of channel keys.
 TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
   const std::string path = testing_files::DefaultModelPath().string();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
@@ -488,9 +500,12 @@ TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
       {"mixed_cpu_attention", {30, 40, 20, 50, 40, 30}, 1, 3, true},
       {"flexgen_30b", {20, 80, 0, 100, 0, 100}, 3, 1, true}};
   CheckPolicies(**model, **tokenizer, block, policies, 0);
-  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true});  // smoothed keys
+  CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true});  // channel keys
   CheckPolicies(**model, **tokenizer, block, {policies[1]}, 0,
                 {.cache = true, .keys = CacheKeys::kPlain});
+  std::vector<GenerationRequest> long_block = block;
+  for (GenerationRequest& r : long_block) r.max_new_tokens = 72;
+  CheckPolicies(**model, **tokenizer, long_block, {policies[1]}, 0, {.cache = true});
   SCOPED_TRACE("4-bit weights");
   CheckPolicies(**model, **tokenizer, block, policies, 0, {.weight = true});
   CheckPolicies(**model, **tokenizer, block, policies, 0, {.cache = true, .weight = true});
