@@ -19,10 +19,10 @@
 // Keys by channel (the `channel` key mode, KIVI's layout for keys): keys are quantized per
 // channel over groups of C = kQ4ChannelGroup consecutive tokens of a sequence (tokens g*C to
 // g*C + C - 1, counted from its first real slot, so that padding never moves a group) instead
-// of per token over channels. The codes plane is unchanged (same nibble order per token); group
-// g's params are {scale, minimum} of each channel c at halves [2c, 2c + 1] of the params its C
-// slots hold together (C * Q4ParamHalves(head_dim) >= 2 * head_dim halves), so both planes keep
-// their size. Per channel, lo and hi are taken over the group's fitted tokens (not exact sink
+// of per token over channels. The codes plane is unchanged (same nibble order per token); the
+// key params plane has Q4ChannelParamHalves(head_dim) halves per slot, and group g's params are
+// {scale, minimum} of each channel c at halves [2c, 2c + 1] of the params its C slots hold
+// together. Per channel, lo and hi are taken over the group's fitted tokens (not exact sink
 // tokens, whose codes are 0) and the codes follow the rule above. A group is written once, when
 // its last token is; until then its tokens are read from the exact window, which must hold at
 // least C tokens.
@@ -38,12 +38,17 @@
 namespace strata::kernels {
 
 inline constexpr int kQ4MaxGroup = 64;
-// Slots per key group of the keys-by-channel layout.
-inline constexpr int kQ4ChannelGroup = 64;
+// Tokens per key group of the keys-by-channel layout.
+inline constexpr int kQ4ChannelGroup = 32;
 
 STRATA_Q4_HD constexpr int Q4Group(int head_dim) { return head_dim < kQ4MaxGroup ? head_dim : kQ4MaxGroup; }
 // Bytes of codes, and fp16 values of params, for one token of one KV head.
 STRATA_Q4_HD constexpr int Q4CodeBytes(int head_dim) { return head_dim / 2; }
 STRATA_Q4_HD constexpr int Q4ParamHalves(int head_dim) { return head_dim / Q4Group(head_dim) * 2; }
+// fp16 values of the key params plane per slot in the keys-by-channel layout: a group's
+// 2 * head_dim spread over its slots (4 at head_dim 64, against 2 per token otherwise).
+STRATA_Q4_HD constexpr int Q4ChannelParamHalves(int head_dim) {
+  return (2 * head_dim + kQ4ChannelGroup - 1) / kQ4ChannelGroup;
+}
 
 }  // namespace strata::kernels

@@ -72,16 +72,14 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
     s.input_decode += decode * row;
     s.input_decode_disk += decode * std::max(row, kPageBytes);
   }
-  s.kv_token = 2.0 * m.num_kv_heads * KvHeadTokenBytes(m, p.compress_cache);
+  s.kv_token = double(m.num_kv_heads) * KvHeadTokenBytes(m, p);
   s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
   const double max_len = w.max_len();
-  const double planes[] = {p.compress_cache ? m.head_dim / 2.0 : double(KvHeadTokenBytes(m, false)),
-                           p.compress_cache ? KvHeadTokenBytes(m, true) - m.head_dim / 2.0 : 0.0};
   s.kv_pages_per_sequence = 0;
-  for (double slot_bytes : planes) {
+  for (int64_t slot_bytes : KvHeadTokenPlaneBytes(m, p)) {
     if (slot_bytes > 0) {
       s.kv_pages_per_sequence +=
-          2.0 * m.num_kv_heads * std::min(1.0, max_len * slot_bytes / kPageBytes);
+          double(m.num_kv_heads) * std::min(1.0, max_len * double(slot_bytes) / kPageBytes);
     }
   }
   s.layer_fp16 = s.layer_params * 2;

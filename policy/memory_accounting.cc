@@ -18,7 +18,7 @@ RowSplit SplitRows(int64_t copies, int64_t rows, int64_t row_bytes, int gpu_perc
 // Sizes that do not depend on the placement percents.
 struct Shape {
   int64_t gbs, nb, prompt, max_len, hidden, heads, kv_heads, head_dim, act_bytes;
-  int64_t kv_head_token_bytes;  // as stored
+  int64_t kv_head_token_bytes;  // K and V, as stored
   int64_t kv_rows;              // per (layer, micro-batch) slice
   int64_t kv_row_bytes;         // K and V of max_len tokens
   int64_t kv_copies;
@@ -48,9 +48,9 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
   s.kv_heads = m.num_kv_heads;
   s.head_dim = m.head_dim;
   s.act_bytes = m.activation_dtype_bytes;
-  s.kv_head_token_bytes = KvHeadTokenBytes(m, p.compress_cache);
+  s.kv_head_token_bytes = KvHeadTokenBytes(m, p);
   s.kv_rows = s.gbs * s.kv_heads;
-  s.kv_row_bytes = 2 * s.max_len * s.kv_head_token_bytes;
+  s.kv_row_bytes = s.max_len * s.kv_head_token_bytes;
   s.kv_copies = int64_t{m.num_layers} * s.nb;
   s.act_rows = s.gbs * s.prompt;
   s.act_row_bytes = s.hidden * s.act_bytes;
@@ -153,10 +153,21 @@ TierBytes RowSplit::bytes() const {
           copies * disk_rows * row_bytes};
 }
 
-int64_t KvHeadTokenBytes(const ModelSpec& model, bool compress_cache) {
-  if (!compress_cache) return int64_t{model.head_dim} * model.activation_dtype_bytes;
-  const int64_t group = std::min(64, model.head_dim);
-  return model.head_dim / 2 + model.head_dim / group * 4;
+std::array<int64_t, 4> KvHeadTokenPlaneBytes(const ModelSpec& model, const Plan& plan) {
+  const int64_t d = model.head_dim;
+  if (!plan.compress_cache) {
+    const int64_t fp = d * model.activation_dtype_bytes;
+    return {fp, 0, fp, 0};
+  }
+  const int64_t params = d / std::min<int64_t>(64, d) * 4;
+  const int64_t key_params =
+      plan.channel_keys() ? (2 * d + kChannelKeyGroup - 1) / kChannelKeyGroup * 2 : params;
+  return {d / 2, key_params, d / 2, params};
+}
+
+int64_t KvHeadTokenBytes(const ModelSpec& model, const Plan& plan) {
+  const std::array<int64_t, 4> planes = KvHeadTokenPlaneBytes(model, plan);
+  return planes[0] + planes[1] + planes[2] + planes[3];
 }
 
 int64_t DiskRingBytes(int64_t largest_disk_extent) {
@@ -234,7 +245,7 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   // With CPU attention only the prompt's new K and V leave the GPU through it; otherwise a
   // slice's whole off-GPU cache comes in for GPU attention.
   const int64_t kv_staging_row =
-      plan.cpu_attention ? 2 * s.prompt * s.kv_head_token_bytes : s.kv_row_bytes;
+      plan.cpu_attention ? s.prompt * s.kv_head_token_bytes : s.kv_row_bytes;
   AddBuffer(mem, "kv_staging", Tier::kGpu, kv_off_rows * kv_staging_row, 2, true);
   if (plan.cpu_attention && kv_off_rows > 0) {
     AddBuffer(mem, "cpu_attention_workspace", Tier::kCpu, s.cpu_attention_workspace_bytes, 2,
@@ -283,7 +294,7 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
   const double act = double(s.nb) * s.act_rows * s.act_row_bytes;
   const double act_slots = 2.0 * s.act_rows * s.act_row_bytes;
   const double kv_staging_row =
-      plan.cpu_attention ? 2.0 * s.prompt * s.kv_head_token_bytes : double(s.kv_row_bytes);
+      plan.cpu_attention ? double(s.prompt) * s.kv_head_token_bytes : double(s.kv_row_bytes);
 
   LinearMemory lm;
   LinearForm& gpu = lm.gpu_bytes;

@@ -45,6 +45,7 @@
 // activations per micro-batch by token rows. Thread-compatible pure functions.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -132,10 +133,14 @@ struct MemoryPlan {
   TierBytes total_bytes;  // the sum of the six rows above: the run's peak per tier
 };
 
-// Bytes of one token's K (or V) vector for one KV head as the cache stores it: fp16/fp32, or the
-// 4-bit format of kernels/kv_q4_format.h (codes head_dim/2 + an fp16 scale and minimum per group
-// of min(64, head_dim)).
-int64_t KvHeadTokenBytes(const ModelSpec& model, bool compress_cache);
+// Bytes of one token's key and value for one KV head in each plane of the cache as `plan` stores
+// them: K then V, one plane each in the activation dtype, or (plan.compress_cache) codes then
+// params each in the 4-bit format of kernels/kv_q4_format.h: head_dim/2 bytes of codes, an fp16
+// scale and minimum per group of min(64, head_dim), and for keys by channel (plan.channel_keys())
+// 2 * ceil(2 * head_dim / kChannelKeyGroup) bytes of key params. An fp plane's params are 0.
+std::array<int64_t, 4> KvHeadTokenPlaneBytes(const ModelSpec& model, const Plan& plan);
+// Their sum: one token's key and value for one KV head.
+int64_t KvHeadTokenBytes(const ModelSpec& model, const Plan& plan);
 
 // The accounting. InvalidArgument when the plan, model or workload does not validate or the
 // model's weights are stored 4-bit (model.q4_weights) and the plan does not compress them, and

@@ -27,9 +27,10 @@ const char* CacheKeysName(CacheKeys keys);  // "plain", "rotated", "smoothed", "
 // The inverse of CacheKeysName; InvalidArgument naming the four choices otherwise.
 Result<CacheKeys> ParseCacheKeys(const std::string& name);
 
-// Token slots per group of channel keys. The kernels' kQ4ChannelGroup (kernels/kv_q4_format.h)
-// is the same number; policy does not include kernels, so the runtime asserts they agree.
-inline constexpr int kChannelKeyGroup = 64;
+// Tokens per group of channel keys (counted from a sequence's first). The kernels'
+// kQ4ChannelGroup (kernels/kv_q4_format.h) is the same number; policy does not include kernels,
+// so the runtime asserts they agree.
+inline constexpr int kChannelKeyGroup = 32;
 // The tokens of a 4-bit cache kept exact unless a plan says otherwise: each sequence's first
 // (the attention sink) and its most recent group of channel keys, which kChannel reads from there.
 inline constexpr int kDefaultCacheSink = 1;

@@ -14,7 +14,8 @@
 // first one ("% start"). The kernel's own ceiling on the machine is set beside that: all cores
 // over a copy of the configuration small enough (--cached-mib, default 8) to stay in the last-level
 // cache ("in cache"); "% cache" is the DRAM rate against it, near 100 where the kernel, not the
-// memory, is the limit.
+// memory, is the limit. A last table sets keys by channel (the default cache: kv_q4_channel.h,
+// with its exact first token and window) against per-token keys with the same exact rows.
 #include <omp.h>
 
 #include <algorithm>
@@ -30,6 +31,7 @@
 #include "bench/cpu/memory_bandwidth.h"
 #include "kernels/cpu/attention_q4.h"
 #include "kernels/cpu/half.h"
+#include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/kv_q4_format.h"
 
@@ -56,18 +58,31 @@ std::string CpuName() {
   return "unknown";
 }
 
-// One layer's compressed K and V for `batch` sequences of `context` tokens, random contents.
+// The default cache's exact tokens per sequence: its first and a window of a key group.
+constexpr int kSink = 1, kWindow = kernels::kQ4ChannelGroup;
+
+// One layer's compressed K and V for `batch` sequences of `context` tokens, random contents;
+// with `exact`, also the exact rows of kSink + kWindow tokens, and with `by_channel` keys by
+// channel (key params Q4ChannelParamHalves per slot).
 struct Cache {
   int batch, head_dim, context;
+  bool by_channel;
   std::vector<uint8_t> k_codes, v_codes;
   std::vector<uint16_t> k_params, v_params;
+  std::vector<float> exact_k, exact_v;
 
-  Cache(int b, int d, int ctx) : batch(b), head_dim(d), context(ctx) {
+  Cache(int b, int d, int ctx, bool exact = false, bool channel = false)
+      : batch(b), head_dim(d), context(ctx), by_channel(channel) {
     const size_t rows = static_cast<size_t>(b) * kKvHeads * ctx;
     k_codes.resize(rows * kernels::Q4CodeBytes(d));
     v_codes.resize(k_codes.size());
-    k_params.resize(rows * kernels::Q4ParamHalves(d));
-    v_params.resize(k_params.size());
+    k_params.resize(rows *
+                    (channel ? kernels::Q4ChannelParamHalves(d) : kernels::Q4ParamHalves(d)));
+    v_params.resize(rows * kernels::Q4ParamHalves(d));
+    if (exact) {
+      exact_k.assign(static_cast<size_t>(k::ExactRowsFloats(b, kKvHeads, d, kSink, kWindow)), 0.1f);
+      exact_v.assign(exact_k.size(), 0.2f);
+    }
     uint64_t state = 0x9E3779B97F4A7C15ull;
     auto next = [&state] {
       state ^= state << 13, state ^= state >> 7, state ^= state << 17;
@@ -106,6 +121,8 @@ Speed Run(const Cache& c, int group, k::Q4Isa isa, int threads, int reps, int pa
   s.max_len = c.context;
   s.cache_len = c.context;
   s.scale = 0.125f;
+  s.keys_by_channel = c.by_channel;
+  const k::Q4ExactRows exact{kSink, kWindow, c.exact_k.data(), c.exact_v.data()};
   std::vector<float> q(static_cast<size_t>(c.batch) * s.num_heads * c.head_dim);
   for (size_t i = 0; i < q.size(); ++i) q[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
   std::vector<float> out(q.size());
@@ -116,7 +133,8 @@ Speed Run(const Cache& c, int group, k::Q4Isa isa, int threads, int reps, int pa
     const double cpu0 = ProcessCpuSeconds();
     for (int i = 0; i < passes; ++i) {
       k::DecodeAttentionQ4(s, q.data(), {c.k_codes.data(), c.k_params.data()},
-                           {c.v_codes.data(), c.v_params.data()}, start.data(), out.data(), isa);
+                           {c.v_codes.data(), c.v_params.data()}, start.data(), out.data(), isa,
+                           c.exact_k.empty() ? nullptr : &exact);
     }
     const double cpu = ProcessCpuSeconds() - cpu0;
     const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -189,6 +207,19 @@ int Main(int argc, char** argv) {
       std::printf("  gqa %d: %5.1f", group, Run(cache, group, isa, 1, reps).cpu_gbps);
     }
     std::printf("\n");
+  }
+
+  std::printf("\nkeys by channel against per-token keys, both with the first token and the last %d "
+              "exact, head_dim 64, context 2048, all cores, wall GB/s of 4-bit cache:\n",
+              kWindow);
+  const int seqs = std::max(1, static_cast<int>(min_bytes / (2048 * 76.0 * kKvHeads) + 1));
+  const Cache per_token(seqs, 64, 2048, true, false);
+  const Cache by_channel(seqs, 64, 2048, true, true);
+  for (int group : {1, 4, 8}) {
+    const double a = Run(per_token, group, best_isa, all, reps).wall_gbps;
+    const double b = Run(by_channel, group, best_isa, all, reps).wall_gbps;
+    std::printf("  gqa %d: per token %5.1f, by channel %5.1f (%.2fx the time per token)\n", group,
+                a, b, a / b * by_channel.bytes() / per_token.bytes());
   }
   return 0;
 }

@@ -129,12 +129,11 @@ struct ChannelScratch {
 };
 
 // Work `w` over keys by channel: tokens [0, w.len) are slots [first_slot, first_slot + len) of a
-// sequence whose first real slot is `start`, all in written groups; k_params is the row's params
-// plane from slot 0. Each group's part is
-// one call of `attend` with the query times the group's channel scales and unit per-token
-// params, so the path computes q'·codes; q·minimum is the same for every token of the group and
-// only shifts that part's log Σ exp. The parts are merged by their log-sum-exp into w.out (and
-// w.lse when set).
+// sequence whose first real slot is `start`, all in written groups; k_params is the row's key
+// params plane from slot 0. Each group's part is one call of `attend` with the query times the
+// group's channel scales and unit per-token params, so the path computes q'·codes; q·minimum is
+// the same for every token of the group and only shifts that part's log Σ exp. The parts are
+// merged by their log-sum-exp into w.out (and w.lse when set).
 void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int first_slot,
                          int start, const uint16_t* k_params, ChannelScratch& cs) {
   constexpr int kC = kQ4ChannelGroup;
@@ -142,7 +141,8 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
   const int heads = w.heads;
   const int g = Q4Group(d);
   const int groups = d / g;
-  const int halves = Q4ParamHalves(d);
+  const int halves = Q4ParamHalves(d);            // per token: values, and the unit keys
+  const int group_halves = Q4ChannelParamHalves(d);  // per slot of a group's key params
   cs.q.resize(static_cast<size_t>(heads) * d);
   cs.qsum.resize(static_cast<size_t>(heads) * groups);
   cs.bias.resize(static_cast<size_t>(heads));
@@ -157,7 +157,7 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
   for (int t = 0; t < w.len;) {
     const int group = (first_slot + t - start) / kC;
     const int group_end = std::min(w.len, start + (group + 1) * kC - first_slot);
-    const uint16_t* p = k_params + (start + static_cast<long>(group) * kC) * halves;
+    const uint16_t* p = k_params + (start + static_cast<long>(group) * kC) * group_halves;
     for (int h = 0; h < heads; ++h) {
       const float* qh = w.q + static_cast<long>(h) * d;
       float* out = cs.q.data() + static_cast<long>(h) * d;
@@ -168,7 +168,8 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
       }
       cs.bias[static_cast<size_t>(h)] = bias;
       for (int i = 0; i < groups; ++i) {
-        cs.qsum[static_cast<size_t>(h * groups + i)] = std::accumulate(out + i * g, out + i * g + g, 0.0f);
+        cs.qsum[static_cast<size_t>(h * groups + i)] =
+            std::accumulate(out + i * g, out + i * g + g, 0.0f);
       }
     }
     q4::Work part = w;
@@ -289,15 +290,16 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       w.q = qs.data();
       w.qsum = qsum.data();
       w.k_codes = k.codes + row * Q4CodeBytes(d);
-      w.k_params = k.params + row * Q4ParamHalves(d);
+      w.k_params =
+          k.params + row * (s.keys_by_channel ? Q4ChannelParamHalves(d) : Q4ParamHalves(d));
       w.v_codes = v.codes + row * Q4CodeBytes(d);
       w.v_params = v.params + row * Q4ParamHalves(d);
       w.out = o;
       w.lse = range_lse;
       w.scratch = scratch.data()->f;
       if (s.keys_by_channel) {
-        AttendKeysByChannel(attend, w, lo, first, k.params + i * s.max_len * Q4ParamHalves(d),
-                            channel);
+        AttendKeysByChannel(attend, w, lo, first,
+                            k.params + i * s.max_len * Q4ChannelParamHalves(d), channel);
       } else {
         attend(w);
       }

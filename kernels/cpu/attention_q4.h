@@ -27,7 +27,8 @@ Q4Isa ResolveQ4Isa(Q4Isa isa, int head_dim);
 const char* Q4IsaName(Q4Isa isa);
 
 // One layer's quantized keys or values: the two planes of kv_q4_format.h,
-// codes [batch, num_kv_heads, max_len, head_dim / 2], params [..., head_dim / G, 2] fp16 bits.
+// codes [batch, num_kv_heads, max_len, head_dim / 2], params [..., head_dim / G, 2] fp16 bits
+// (keys by channel: [..., Q4ChannelParamHalves(head_dim)]).
 struct Q4CacheView {
   const uint8_t* codes = nullptr;
   const uint16_t* params = nullptr;

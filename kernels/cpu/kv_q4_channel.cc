@@ -84,7 +84,7 @@ void WriteKeyGroupsByChannel(int head_dim, int sink, int window, int start, int 
     }
     const long slot0 = start + static_cast<long>(g) * kC;
     QuantizeKeyGroupByChannel(keys, head_dim, codes + slot0 * Q4CodeBytes(head_dim),
-                              params + slot0 * Q4ParamHalves(head_dim));
+                              params + slot0 * Q4ChannelParamHalves(head_dim));
   }
 }
 

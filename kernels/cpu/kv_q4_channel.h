@@ -24,7 +24,8 @@ void DequantizeKeyByChannel(const uint8_t* codes, const uint16_t* group_params, 
 // sits at slot start + i) were written, quantizes every group whose last token lies among them.
 // A token's key comes from new_keys (token-major, `new_stride` floats apart) when it was written
 // now, otherwise from the row's exact rows (Q4ExactRows' rule: ring row sink + i % window). The
-// first `sink` tokens are not fitted. codes and params are the row's planes from slot 0.
+// first `sink` tokens are not fitted. codes and params are the row's planes from slot 0 (params
+// Q4ChannelParamHalves(head_dim) per slot).
 // REQUIRES: window >= kQ4ChannelGroup (an unfinished group's tokens are all in the ring);
 // exact_keys as before this write's tokens went in, or after them when tokens == 1.
 void WriteKeyGroupsByChannel(int head_dim, int sink, int window, int start, int first_slot,

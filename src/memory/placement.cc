@@ -25,7 +25,7 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
                 CachePlacement& out) {
   out.rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads, plan.cache_gpu_percent,
                        plan.cache_cpu_percent);
-  out.format = KvFormatOf(c.head_dim, plan.compress_cache);
+  out.format = KvFormatOf(c.head_dim, plan);
   out.head_dim = c.head_dim;
   out.max_len = s.max_len;
   out.row_bytes = int64_t{s.max_len} * out.format.slot_bytes();
@@ -35,16 +35,16 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
       const std::string name = "kv.block" + std::to_string(b) + ".mb" + std::to_string(k);
       TierExtents home;
       if (out.rows.gpu > 0) {
-        home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, name, 2 * row * out.rows.gpu,
+        home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, name, row * out.rows.gpu,
                                   kArenaAlignment);
       }
       if (out.rows.cpu > 0) {
-        home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kKvCache, name, 2 * row * out.rows.cpu,
+        home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kKvCache, name, row * out.rows.cpu,
                                   kArenaAlignment);
       }
       if (out.rows.disk > 0) {
-        home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, name,
-                                   2 * row * out.rows.disk, kDiskAlignment);
+        home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, name, row * out.rows.disk,
+                                   kDiskAlignment);
       }
       out.slices.push_back(home);
     }
@@ -75,7 +75,7 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
   for (int i = 0; i < 2; ++i) {
     const std::string n = std::to_string(i);
     out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kStaging, "kv_staging." + n,
-                                  2 * staged_row * out.rows.off_gpu(), kArenaAlignment);
+                                  staged_row * out.rows.off_gpu(), kArenaAlignment);
     if (!delegate) continue;
     out.cpu_workspace[i] =
         layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
@@ -91,8 +91,8 @@ void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockS
   const TierRows rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads,
                                   plan.cache_gpu_percent, plan.cache_cpu_percent);
   if (!plan.cpu_attention || rows.disk == 0) return;
-  const uint64_t bytes = 2 * static_cast<uint64_t>(s.max_len) *
-                         KvFormatOf(c.head_dim, plan.compress_cache).slot_bytes() * rows.disk;
+  const uint64_t bytes =
+      static_cast<uint64_t>(s.max_len) * KvFormatOf(c.head_dim, plan).slot_bytes() * rows.disk;
   for (int i = 0; i < 2; ++i) {
     out.cpu_slots[i] = layout.Reserve(Tier::kCpu, MemoryUse::kStaging,
                                       "cpu_attention_cache." + std::to_string(i),
@@ -143,18 +143,23 @@ uint64_t LargestDiskExtent(const TierLayout& layout) {
 
 }  // namespace
 
-KvFormat KvFormatOf(int head_dim, bool q4) {
+KvFormat KvFormatOf(int head_dim, const Plan& plan) {
   KvFormat f;
-  f.q4 = q4;
-  if (!q4) {
-    f.part_bytes[0] = int64_t{head_dim} * 4;
+  f.q4 = plan.compress_cache;
+  if (!f.q4) {
+    f.plane_bytes[0] = f.plane_bytes[1] = int64_t{head_dim} * 4;
     return f;
   }
   // kernels/kv_q4_format.h: head_dim / 2 bytes of codes, an fp16 scale and minimum per group of
-  // min(64, head_dim) elements (src/memory does not depend on kernels/; the executor checks it).
+  // min(64, head_dim) elements, and keys by channel a group of kChannelKeyGroup tokens' scale and
+  // minimum per channel spread over its slots (src/memory does not depend on kernels/; the
+  // executor checks it).
   f.parts = 2;
-  f.part_bytes[0] = head_dim / 2;
-  f.part_bytes[1] = int64_t{head_dim} / std::min(64, head_dim) * 4;
+  f.plane_bytes[0] = f.plane_bytes[2] = head_dim / 2;
+  f.plane_bytes[1] = f.plane_bytes[3] = int64_t{head_dim} / std::min(64, head_dim) * 4;
+  if (plan.channel_keys()) {
+    f.plane_bytes[1] = (2 * int64_t{head_dim} + kChannelKeyGroup - 1) / kChannelKeyGroup * 2;
+  }
   return f;
 }
 

@@ -52,27 +52,32 @@ struct TierExtents {
 // rows of `len` slots lies as 2 * parts planes [rows, len, part bytes], K's parts then V's.
 struct KvFormat {
   bool q4 = false;
-  int parts = 1;
-  int64_t part_bytes[2] = {0, 0};  // bytes of one slot in each part
+  int parts = 1;                          // planes of K (and of V): fp32, or codes and params
+  int64_t plane_bytes[4] = {0, 0, 0, 0};  // bytes of one slot in each plane: K's, then V's
 
   int planes() const { return 2 * parts; }
-  int64_t plane_slot_bytes(int plane) const { return part_bytes[plane % parts]; }
-  int64_t slot_bytes() const { return part_bytes[0] + part_bytes[1]; }  // one K (or V) slot
+  int64_t plane_slot_bytes(int plane) const { return plane_bytes[plane]; }
+  // One K slot and one V slot.
+  int64_t slot_bytes() const {
+    return plane_bytes[0] + plane_bytes[1] + plane_bytes[2] + plane_bytes[3];
+  }
   // Where plane `plane` begins in a buffer of `rows` rows of `len` slots.
   int64_t PlaneOffset(int plane, int64_t rows, int64_t len) const {
-    return rows * len * ((plane / parts) * slot_bytes() + (plane % parts) * part_bytes[0]);
+    int64_t before = 0;
+    for (int p = 0; p < plane; ++p) before += plane_bytes[p];
+    return rows * len * before;
   }
 };
-// The format of `head_dim` heads, 4-bit or fp32: what policy/memory_accounting.h's
-// KvHeadTokenBytes counts per slot.
-KvFormat KvFormatOf(int head_dim, bool q4);
+// The format of `head_dim` heads as `plan` stores them, 4-bit or fp32: what
+// policy/memory_accounting.h's KvHeadTokenPlaneBytes counts per slot (fp32 here).
+KvFormat KvFormatOf(int head_dim, const Plan& plan);
 
 struct CachePlacement {
   TierRows rows;              // of one slice
   KvFormat format;
   int head_dim = 0;
   int max_len = 0;
-  int64_t row_bytes = 0;      // one K (or V) row: max_len * format.slot_bytes()
+  int64_t row_bytes = 0;      // one K row and one V row: max_len * format.slot_bytes()
   int staging_len = 0;        // slots per row in a cache slot: max_len, or prompt_len when only
                               // the prefill passes through it (CPU attention)
   std::vector<TierExtents> slices;  // [block * num_micro_batches + k]

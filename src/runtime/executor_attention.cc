@@ -11,16 +11,18 @@ namespace strata {
 namespace {
 
 // True when row first + i lies i rows after row `first`, with the same stride, for K and V (for
-// 4-bit rows: in each of the four planes).
-bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim) {
+// 4-bit rows: in each of the four planes, keys with `key_param_halves` per slot).
+bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim,
+             int key_param_halves) {
   const KvRow& r0 = rows[static_cast<size_t>(first)];
   const KvRow& r = rows[static_cast<size_t>(first + i)];
   if (r.stride != r0.stride) return false;
   if (r0.k_codes != nullptr) {
     const long codes = static_cast<long>(r0.stride) * kernels::Q4CodeBytes(head_dim);
-    const long params = static_cast<long>(r0.stride) * kernels::Q4ParamHalves(head_dim);
+    const long k_params = static_cast<long>(r0.stride) * key_param_halves;
+    const long v_params = static_cast<long>(r0.stride) * kernels::Q4ParamHalves(head_dim);
     return r.k_codes == r0.k_codes + i * codes && r.v_codes == r0.v_codes + i * codes &&
-           r.k_params == r0.k_params + i * params && r.v_params == r0.v_params + i * params;
+           r.k_params == r0.k_params + i * k_params && r.v_params == r0.v_params + i * v_params;
   }
   const long step = static_cast<long>(r0.stride) * head_dim;
   return r.k == r0.k + i * step && r.v == r0.v + i * step;
@@ -28,11 +30,14 @@ bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim) {
 
 // The number of whole sequences from row r (a sequence's first row) within [r, row_end) whose
 // rows lie as one contiguous cache.
-int ContiguousSequences(const std::vector<KvRow>& rows, int r, int row_end, int kvh, int d) {
+int ContiguousSequences(const std::vector<KvRow>& rows, int r, int row_end, int kvh, int d,
+                        int key_param_halves = 0) {
   int seqs = 0;
   while (r % kvh == 0 && r + (seqs + 1) * kvh <= row_end) {
     bool follows = true;
-    for (int i = seqs * kvh; i < (seqs + 1) * kvh && follows; ++i) follows = Follows(rows, r, i, d);
+    for (int i = seqs * kvh; i < (seqs + 1) * kvh && follows; ++i) {
+      follows = Follows(rows, r, i, d, key_param_halves);
+    }
     if (!follows) break;
     ++seqs;
   }
@@ -171,7 +176,9 @@ void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float
     kernels::cpu::DecodeAttentionQ4Shape s = shape;
     s.max_len = row.stride;
     const kernels::cpu::Q4ExactRows e = exact_from(r);
-    const int seqs = ContiguousSequences(rows, r, row_end, kvh, d);
+    const int seqs = ContiguousSequences(
+        rows, r, row_end, kvh, d,
+        shape.keys_by_channel ? kernels::Q4ChannelParamHalves(d) : kernels::Q4ParamHalves(d));
     if (seqs > 0) {
       s.batch = seqs;
       kernels::cpu::DecodeAttentionQ4(s, q + b * seq_floats, k, v, start + b,

@@ -33,8 +33,11 @@ BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend
   STRATA_CHECK(&device_backend != &cpu_backend);
   if (p_.cache.format.q4) {
     const int d = model.config().head_dim;
-    STRATA_CHECK(p_.cache.format.part_bytes[0] == kernels::Q4CodeBytes(d) &&
-                 p_.cache.format.part_bytes[1] == 2 * kernels::Q4ParamHalves(d));
+    const int key_params = p_.plan.channel_keys() ? kernels::Q4ChannelParamHalves(d)
+                                                  : kernels::Q4ParamHalves(d);
+    const int64_t* b = p_.cache.format.plane_bytes;
+    STRATA_CHECK(b[0] == kernels::Q4CodeBytes(d) && b[1] == 2 * key_params &&
+                 b[2] == kernels::Q4CodeBytes(d) && b[3] == 2 * kernels::Q4ParamHalves(d));
   }
   for (int s = 0; s < 2; ++s) {
     block_views_[s] = model.weights().layers;

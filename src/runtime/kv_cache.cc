@@ -32,7 +32,11 @@ KvCache::KvCache(int num_layers, int batch, int num_kv_heads, int max_len, int h
   }
   const Q4Planes planes{std::vector<uint8_t>(rows * kernels::Q4CodeBytes(head_dim)),
                         std::vector<uint16_t>(rows * kernels::Q4ParamHalves(head_dim))};
-  qk_.assign(static_cast<size_t>(num_layers), planes);
+  Q4Planes key_planes = planes;
+  if (options.channel_keys) {
+    key_planes.params.resize(rows * kernels::Q4ChannelParamHalves(head_dim));
+  }
+  qk_.assign(static_cast<size_t>(num_layers), key_planes);
   qv_.assign(static_cast<size_t>(num_layers), planes);
   if (options.smooth_keys) smoothing_.resize(static_cast<size_t>(num_layers));
   if (options.exact_sink + options.exact_window > 0) {
@@ -89,8 +93,9 @@ uint64_t KvCache::bytes() const {
                                  ? 2ull * qk_.size() * batch_ * num_kv_heads_ * head_dim_ * 4
                                  : 0;  // fp32 mean and scale per (layer, sequence, KV head)
   const uint64_t exact = exact_k_.empty() ? 0 : 2ull * exact_k_.size() * exact_k_[0].size() * 4;
-  return 2ull * qk_.size() * (qk_[0].codes.size() + qk_[0].params.size() * sizeof(uint16_t)) +
-         smoothing + exact;
+  const uint64_t planes = qk_[0].codes.size() + qk_[0].params.size() * sizeof(uint16_t) +
+                          qv_[0].codes.size() + qv_[0].params.size() * sizeof(uint16_t);
+  return qk_.size() * planes + smoothing + exact;
 }
 
 float* KvCache::keys(int layer) {
@@ -153,7 +158,7 @@ void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tok
               static_cast<long>(num_kv_heads_) * d,
               exact_k_[static_cast<size_t>(layer)].data() + row * exact_rows * d,
               kp.codes.data() + row * max_len_ * kernels::Q4CodeBytes(d),
-              kp.params.data() + row * max_len_ * kernels::Q4ParamHalves(d));
+              kp.params.data() + row * max_len_ * kernels::Q4ChannelParamHalves(d));
         }
       }
     }
@@ -282,7 +287,8 @@ void KvCache::ChannelKey(int layer, long head, int slot, int slots, const int* s
     const long row = head * max_len_;
     const long group = slot - token + token / kernels::kQ4ChannelGroup * kernels::kQ4ChannelGroup;
     k::DequantizeKeyByChannel(kp.codes.data() + (row + slot) * kernels::Q4CodeBytes(d),
-                              kp.params.data() + (row + group) * kernels::Q4ParamHalves(d), d, k);
+                              kp.params.data() + (row + group) * kernels::Q4ChannelParamHalves(d),
+                              d, k);
   }
 }
 

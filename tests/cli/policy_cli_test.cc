@@ -246,7 +246,7 @@ TEST_F(PolicyCliTest, PlanRejectsBadCacheKeys) {
   EXPECT_NE(r.stderr_text.find("add --compress-cache"), std::string::npos) << r.stderr_text;
 }
 
-// --cache-sink and --cache-window on a plan given by --percent: the JSON carries them (1 and 64
+// --cache-sink and --cache-window on a plan given by --percent: the JSON carries them (1 and 32
 // when not given) and the memory plan accounts their fp32 rows on the GPU; an explicit 0 is
 // taken. Without --compress-cache, negative, or a window too short for channel keys, they are
 // errors that say so.
@@ -269,7 +269,7 @@ TEST_F(PolicyCliTest, PlanTakesExactTokensAndAccountsTheirRows) {
     int sink, window;
     std::string flexgen;  // what flexgen_flags says of them
   };
-  for (const Case& c : {Case{"", 1, 64, "--compress-cache"},
+  for (const Case& c : {Case{"", 1, 32, "--compress-cache"},
                         Case{" --cache-keys smoothed --cache-sink 2 --cache-window 16", 2, 16,
                              "--cache-keys smoothed --cache-sink 2 --cache-window 16"},
                         Case{" --cache-keys smoothed --cache-window 0", 1, 0,
@@ -297,7 +297,7 @@ TEST_F(PolicyCliTest, PlanTakesExactTokensAndAccountsTheirRows) {
   EXPECT_NE(bad.stderr_text.find("must be at least 0"), std::string::npos) << bad.stderr_text;
   bad = RunStrata(args + " --compress-cache --cache-window 16");
   EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.stderr_text.find("--cache-window 64 or more"), std::string::npos)
+  EXPECT_NE(bad.stderr_text.find("--cache-window 32 or more"), std::string::npos)
       << bad.stderr_text;
 }
 

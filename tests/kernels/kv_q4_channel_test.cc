@@ -50,12 +50,12 @@ std::vector<float> OutlierKeys(int tokens, int head_dim, unsigned seed) {
 }
 
 TEST(KvQ4ChannelTest, GroupMeetsTheFormatRuleChannelByChannel) {
-  for (int d : {32, 64, 128}) {
+  for (int d : {32, 40, 64, 128}) {
     const std::vector<float> keys = OutlierKeys(kC, d, 7u + d);
     std::vector<const float*> rows(kC);
     for (int j = 0; j < kC; ++j) rows[j] = j % 11 == 3 ? nullptr : keys.data() + j * d;
     std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d), 0xAB);
-    std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ParamHalves(d), 0xFFFF);
+    std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d), 0xFFFF);
     QuantizeKeyGroupByChannel(rows.data(), d, codes.data(), params.data());
     std::vector<float> x(d);
     for (int c = 0; c < d; ++c) {
@@ -101,7 +101,7 @@ TEST(KvQ4ChannelTest, AConstantChannelIsExact) {
   std::vector<const float*> rows(kC);
   for (int j = 0; j < kC; ++j) rows[j] = keys.data() + j * d;
   std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d));
-  std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ParamHalves(d));
+  std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d));
   QuantizeKeyGroupByChannel(rows.data(), d, codes.data(), params.data());
   std::vector<float> x(d);
   for (int j = 0; j < kC; ++j) {
@@ -119,7 +119,7 @@ struct Row {
 Row WriteRow(const std::vector<float>& keys, int d, int len, int start, int sink, int window,
              const std::vector<int>& writes) {
   Row row{std::vector<uint8_t>(static_cast<size_t>(len) * Q4CodeBytes(d)),
-          std::vector<uint16_t>(static_cast<size_t>(len) * Q4ParamHalves(d))};
+          std::vector<uint16_t>(static_cast<size_t>(len) * Q4ChannelParamHalves(d))};
   std::vector<float> ek(static_cast<size_t>(sink + window) * d), ev(ek.size());
   int slot = 0;
   for (int n : writes) {
@@ -150,9 +150,9 @@ TEST(KvQ4ChannelTest, GroupsAreTheSameBitsHoweverTheTokensArrive) {
                                r->codes.begin() + end * Q4CodeBytes(d),
                                whole.codes.begin() + first * Q4CodeBytes(d)))
             << "start=" << start << " sink=" << sink;
-        EXPECT_TRUE(std::equal(r->params.begin() + first * Q4ParamHalves(d),
-                               r->params.begin() + end * Q4ParamHalves(d),
-                               whole.params.begin() + first * Q4ParamHalves(d)))
+        EXPECT_TRUE(std::equal(r->params.begin() + first * Q4ChannelParamHalves(d),
+                               r->params.begin() + end * Q4ChannelParamHalves(d),
+                               whole.params.begin() + first * Q4ChannelParamHalves(d)))
             << "start=" << start << " sink=" << sink;
       }
       // Groups start at the sequence's first token, wherever padding puts it, and its sink
@@ -160,10 +160,10 @@ TEST(KvQ4ChannelTest, GroupsAreTheSameBitsHoweverTheTokensArrive) {
       std::vector<const float*> fitted(kC, nullptr);
       for (int j = sink; j < kC; ++j) fitted[j] = keys.data() + (start + j) * d;
       std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d));
-      std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ParamHalves(d));
+      std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d));
       QuantizeKeyGroupByChannel(fitted.data(), d, codes.data(), params.data());
       EXPECT_TRUE(std::equal(params.begin(), params.end(),
-                             whole.params.begin() + first * Q4ParamHalves(d)));
+                             whole.params.begin() + first * Q4ChannelParamHalves(d)));
       EXPECT_TRUE(std::equal(codes.begin(), codes.end(),
                              whole.codes.begin() + first * Q4CodeBytes(d)));
     }
@@ -192,6 +192,7 @@ void ExpectMatches(const Case& c, int head_dim) {
   for (float& x : values) x = 0.5f + normal(rng);
   // The cache as decode steps leave it: values per token, keys by channel, exact rows.
   testing::Q4Planes k(shape), v(shape);
+  k.params.resize(rows * shape.max_len * Q4ChannelParamHalves(d));
   v.Fill(values, false);
   std::vector<float> ek(static_cast<size_t>(ExactRowsFloats(kBatch, kKvHeads, d, c.sink,
                                                             c.window))),
@@ -208,7 +209,7 @@ void ExpectMatches(const Case& c, int head_dim) {
       WriteKeyGroupsByChannel(d, c.sink, c.window, start[r / kKvHeads], t, 1, kr.data() + r * d,
                               d, ek.data() + r * (c.sink + c.window) * d,
                               k.codes.data() + r * shape.max_len * Q4CodeBytes(d),
-                              k.params.data() + r * shape.max_len * Q4ParamHalves(d));
+                              k.params.data() + r * shape.max_len * Q4ChannelParamHalves(d));
     }
     WriteExactRows(kBatch, kKvHeads, d, c.sink, c.window, kr.data(), vr.data(), 1, t, start,
                    false, ek.data(), ev.data());
@@ -223,8 +224,8 @@ void ExpectMatches(const Case& c, int head_dim) {
         const size_t at = (r * shape.max_len + slot) * d;
         const bool exact = i < c.sink || i >= len - c.window;
         const uint8_t* codes = k.codes.data() + (r * shape.max_len + slot) * Q4CodeBytes(d);
-        const uint16_t* p =
-            k.params.data() + (r * shape.max_len + start[b] + i / kC * kC) * Q4ParamHalves(d);
+        const uint16_t* p = k.params.data() + (r * shape.max_len + start[b] + i / kC * kC) *
+                                                  Q4ChannelParamHalves(d);
         for (int x = 0; x < d; ++x) {
           kd[at + x] = exact ? keys[at + x]
                              : CodeOf(codes, x, d) * static_cast<double>(HalfBitsToFloat(p[2 * x])) +
@@ -269,11 +270,14 @@ void ExpectMatches(const Case& c, int head_dim) {
 }
 
 TEST(KvQ4ChannelTest, DecodeAttentionMatchesFp64AroundGroupBoundaries) {
-  for (int context : {1, 40, 64, 65, 127, 128, 129, 300}) ExpectMatches({1, kC, context, 1}, 64);
+  for (int context : {1, 31, 32, 33, 34, 40, 64, 65, 66, 127, 128, 129, 300}) {
+    ExpectMatches({1, kC, context, 1}, 64);
+  }
   ExpectMatches({0, kC, 200, 1}, 64);   // no sink
   ExpectMatches({4, 100, 333, 1}, 64);  // a window longer than a group
   ExpectMatches({1, kC, 200, 1}, 128);
-  ExpectMatches({1, kC, 150, 1}, 32);  // the scalar path's head size
+  ExpectMatches({1, kC, 150, 1}, 32);  // the scalar path's head sizes
+  ExpectMatches({1, kC, 150, 1}, 40);  // a group's params spread over 3 halves a slot
 }
 
 TEST(KvQ4ChannelTest, ThreadSplitsMergeAcrossGroups) {

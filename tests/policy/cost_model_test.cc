@@ -107,9 +107,10 @@ TEST(CostModelTest, DecodeCacheWritesCostPagesAtThePageRate) {
   const CostEstimate pages = EstimateCost(m, {512, 32, 0}, p, hw);
   EXPECT_NEAR(pages.decode.layer.disk_write_s, 64.0 * 56 * 2 * 4096 / 0.02e9, 1e-9);
   EXPECT_DOUBLE_EQ(pages.prefill.layer.disk_write_s, bytes.prefill.layer.disk_write_s);
-  // 4-bit cache, 72 slots: the 64-byte code rows (4608 bytes) fill a page each; the 8-byte
-  // parameter rows (576 bytes) share pages, 576 / 4096 of one per row.
+  // 4-bit cache (FlexGen's groups), 72 slots: the 64-byte code rows (4608 bytes) fill a page
+  // each; the 8-byte parameter rows (576 bytes) share pages, 576 / 4096 of one per row.
   p.compress_cache = true;
+  p.cache_keys = CacheKeys::kPlain;
   const CostEstimate q4 = EstimateCost(m, {64, 8, 0}, p, hw);
   EXPECT_NEAR(q4.decode.layer.disk_write_s, 64.0 * 56 * 2 * (1 + 576.0 / 4096) * 4096 / 0.02e9,
               1e-9);

@@ -39,10 +39,19 @@ TEST(MemoryAccountingTest, FourBitSizes) {
   EXPECT_TRUE(StoredQ4(t, true));
   EXPECT_EQ(StoredRowBytes(t, true, 2), 48 + 3 * 4);
   ModelSpec m = Preset("llama-3-8b");
-  EXPECT_EQ(KvHeadTokenBytes(m, false), 256);
-  EXPECT_EQ(KvHeadTokenBytes(m, true), 72);
+  Plan fp16, plain, channel;
+  plain.compress_cache = channel.compress_cache = true;
+  plain.cache_keys = CacheKeys::kPlain;
+  ASSERT_EQ(channel.cache_keys, CacheKeys::kChannel);
+  EXPECT_EQ(KvHeadTokenBytes(m, fp16), 2 * 256);
+  EXPECT_EQ(KvHeadTokenBytes(m, plain), 2 * 72);
+  // Keys by channel: 128 channels' fp16 scale and minimum per group of 32 tokens, 16 bytes a token.
+  EXPECT_EQ(KvHeadTokenBytes(m, channel), (64 + 16) + 72);
   m.head_dim = 32;
-  EXPECT_EQ(KvHeadTokenBytes(m, true), 20);  // one group of 32: 16 + 4
+  EXPECT_EQ(KvHeadTokenBytes(m, plain), 2 * 20);  // one group of 32: 16 + 4
+  EXPECT_EQ(KvHeadTokenBytes(m, channel), 2 * 20);
+  m.head_dim = 40;  // 80 halves of key params over 32 slots: 3 halves a slot
+  EXPECT_EQ(KvHeadTokenPlaneBytes(m, channel), (std::array<int64_t, 4>{20, 6, 20, 4}));
 }
 
 // Weights are split by rows: every byte is somewhere, and each tier's share of each layer is
@@ -166,8 +175,8 @@ TEST(MemoryAccountingTest, LinearFormsMatchTheExactFiguresUpToRows) {
 
 // Smoothed keys add their statistics (fp32 mean and scale per layer, sequence, KV head and
 // channel) to the GPU, both in the exact plan and in the forms the search's LP constrains, and
-// nothing else; rotated, plain and channel keys add none (channel keys' groups keep both planes'
-// sizes).
+// nothing else; rotated and plain keys add none (channel keys change the key params plane:
+// FourBitSizes).
 TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
   const ModelSpec m = Preset("llama-2-7b");
   const Workload w{512, 32, 0};
@@ -179,7 +188,7 @@ TEST(MemoryAccountingTest, SmoothedKeysAddTheirStatisticsToTheGpuExactly) {
   p.cache_keys = CacheKeys::kSmoothed;
   const MemoryPlan smoothed = AccountMemory(m, w, p).value();
   const LinearMemory smoothed_forms = LinearMemoryOf(m, w, p);
-  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kPlain, CacheKeys::kChannel}) {
+  for (CacheKeys keys : {CacheKeys::kRotated, CacheKeys::kPlain}) {
     p.cache_keys = keys;
     const MemoryPlan other = AccountMemory(m, w, p).value();
     const LinearMemory other_forms = LinearMemoryOf(m, w, p);

@@ -47,10 +47,10 @@ TEST(PlanTest, ExactTokensAreWrittenAndZeroWhenAbsent) {
   EXPECT_TRUE(plan.exact_tokens());
   const std::string yaml = PlanToYaml(plan);
   EXPECT_NE(yaml.find("cache_sink: 1\n"), std::string::npos);
-  EXPECT_NE(yaml.find("cache_window: 64\n"), std::string::npos);
+  EXPECT_NE(yaml.find("cache_window: 32\n"), std::string::npos);
   EXPECT_EQ(PlanToFlexGenFlags(plan).find("--cache-sink"), std::string::npos);
   EXPECT_EQ(PlanToFlexGenFlags(plan).find("--cache-window"), std::string::npos);
-  EXPECT_NE(PlanToString(plan).find("first 1 and last 64 tokens exact"), std::string::npos);
+  EXPECT_NE(PlanToString(plan).find("first 1 and last 32 tokens exact"), std::string::npos);
 
   plan.cache_keys = CacheKeys::kSmoothed;
   plan.cache_sink = 2;
@@ -67,7 +67,7 @@ TEST(PlanTest, ExactTokensAreWrittenAndZeroWhenAbsent) {
   EXPECT_EQ(PlanToString(plan).find("tokens exact"), std::string::npos);
 
   std::string old = PlanToYaml(Mixed());
-  for (const char* line : {"cache_sink: 1\n", "cache_window: 64\n"}) {
+  for (const char* line : {"cache_sink: 1\n", "cache_window: 32\n"}) {
     old.erase(old.find(line), std::string(line).size());
   }
   const std::string channel = old;
@@ -103,8 +103,8 @@ TEST(PlanTest, ChannelKeysNeedAWindowOfAGroup) {
   p.cache_window = kChannelKeyGroup - 1;
   const Status s = p.Validate();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("group of 64 tokens"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("--cache-window 64 or more, or --cache-keys smoothed"),
+  EXPECT_NE(s.message().find("group of 32 tokens"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("--cache-window 32 or more, or --cache-keys smoothed"),
             std::string::npos)
       << s.message();
   p.cache_window = kChannelKeyGroup;
@@ -121,7 +121,7 @@ TEST(PlanTest, CacheKeysDefaultToChannel) {
   Plan p;
   EXPECT_EQ(p.cache_keys, CacheKeys::kChannel);
   EXPECT_EQ(p.cache_sink, 1);
-  EXPECT_EQ(p.cache_window, 64);
+  EXPECT_EQ(p.cache_window, 32);
   EXPECT_FALSE(p.rotate_keys());  // no 4-bit cache, no key transform
   EXPECT_FALSE(p.smooth_keys());
   EXPECT_FALSE(p.channel_keys());
@@ -226,7 +226,7 @@ TEST(PlanTest, PrintsForPeople) {
   const std::string text = PlanToString(Mixed());
   EXPECT_NE(text.find("144 sequences = 48 per micro-batch x 3 micro-batches"), std::string::npos);
   EXPECT_NE(text.find("activations  GPU  30%  CPU  50%  disk  20%"), std::string::npos);
-  EXPECT_NE(text.find("KV cache 4-bit, channel keys, first 1 and last 64 tokens exact"),
+  EXPECT_NE(text.find("KV cache 4-bit, channel keys, first 1 and last 32 tokens exact"),
             std::string::npos);
 }
 

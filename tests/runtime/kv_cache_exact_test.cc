@@ -1,14 +1,15 @@
 // Exact tokens of the 4-bit KV cache (KvCacheOptions' exact_sink and exact_window): decode
 // attention equals fp64 attention over a cache whose sink and window tokens are the fp32 keys and
 // values written and whose other tokens are what the 4-bit planes read back (ExpandSlots), with
-// plain, rotated and smoothed keys, a left-padded sequence and the window wrapping around its
-// ring many times.
+// plain, rotated, smoothed and channel keys, a left-padded sequence and the window wrapping around
+// its ring many times.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/kv_q4_format.h"
 #include "src/runtime/kv_cache.h"
 #include "tests/kernels/q4_reference.h"
 
@@ -18,7 +19,7 @@ namespace {
 namespace kc = kernels::cpu;
 
 constexpr int kBatch = 2, kKvHeads = 2, kHeads = 6, kDim = 64, kMaxLen = 80, kPrompt = 20;
-constexpr int kSink = 1, kWindow = 6;
+constexpr int kSink = 1;
 
 std::vector<float> Rows(std::mt19937& rng, int tokens) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
@@ -30,13 +31,16 @@ std::vector<float> Rows(std::mt19937& rng, int tokens) {
   return rows;
 }
 
-// Relative error of every decode step's output against the fp64 reference.
-double ExactError(bool rotate, bool smooth) {
+// Relative error of every decode step's output against the fp64 reference. *key_error, when
+// given, gets the largest |key read back - key written| over the 4-bit tokens.
+double ExactError(bool rotate, bool smooth, bool channel = false, double* key_error = nullptr) {
+  const int kWindow = channel ? kernels::kQ4ChannelGroup : 6;
   std::mt19937 rng(11);
   KvCacheOptions options;
   options.compress = true;
   options.rotate_keys = rotate;
   options.smooth_keys = smooth;
+  options.channel_keys = channel;
   options.exact_sink = kSink;
   options.exact_window = kWindow;
   EXPECT_TRUE(KvCache::Supports(options, kDim).ok());
@@ -78,14 +82,21 @@ double ExactError(bool rotate, bool smooth) {
     cache.DecodeAttention(0, s, q.data(), start, out.data());
     // The reference: 4-bit tokens as read back (un-rotated, un-smoothed), exact ones as written.
     std::vector<float> k(static_cast<size_t>(kBatch) * kKvHeads * len * kDim), v(k.size());
-    cache.ExpandSlots(0, len, len, k.data(), v.data());
+    cache.ExpandSlots(0, len, len, k.data(), v.data(), start);
     std::vector<double> kd(k.begin(), k.end()), vd(v.begin(), v.end());
     for (int b = 0; b < kBatch; ++b) {
       const int n = len - start[b];
       for (int i = 0; i < n; ++i) {
-        if (i >= kSink && i < n - kWindow) continue;
         for (int h = 0; h < kKvHeads; ++h) {
           const size_t head = static_cast<size_t>(b) * kKvHeads + h;
+          if (i >= kSink && i < n - kWindow) {
+            for (int c = 0; c < kDim && key_error != nullptr; ++c) {
+              *key_error = std::max<double>(
+                  *key_error, std::abs(kd[(head * len + start[b] + i) * kDim + c] -
+                                       k_all[(head * kMaxLen + start[b] + i) * kDim + c]));
+            }
+            continue;
+          }
           for (int c = 0; c < kDim; ++c) {
             kd[(head * len + start[b] + i) * kDim + c] =
                 k_all[(head * kMaxLen + start[b] + i) * kDim + c];
@@ -106,6 +117,19 @@ TEST(KvCacheExact, DecodeReadsTheSinkAndWindowExactly) {
   EXPECT_LE(ExactError(false, false), 1e-4);
   EXPECT_LE(ExactError(true, false), 1e-4);
   EXPECT_LE(ExactError(true, true), 1e-4);
+}
+
+// Keys by channel: decode attention reads the groups as ExpandSlots does, and the keys read back
+// are within half a step of what was written, the step set by each channel's range over its 32
+// tokens (a channel at 6 ± 1 and one at 0 ± 1 each get their own), where one group across the
+// 64 channels of a token, as FlexGen's layout has, spans both and is twice as coarse.
+TEST(KvCacheExact, ChannelKeysReadBackWithinTheirChannelsStep) {
+  double channel_error = 0, plain_error = 0;
+  EXPECT_LE(ExactError(false, false, true, &channel_error), 1e-4);
+  ExactError(false, false, false, &plain_error);
+  EXPECT_GT(channel_error, 0);
+  EXPECT_LT(channel_error, 0.25);
+  EXPECT_LT(2 * channel_error, plain_error);
 }
 
 TEST(KvCacheExact, NeedsTheCompressedCacheAndCounts) {

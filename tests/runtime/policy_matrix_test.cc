@@ -201,8 +201,8 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
 
 // The 4-bit KV cache under every policy: written quantized as the prefill and each decode step
 // produce it, moved between tiers compressed, attended on its codes (on the CPU for delegated
-// rows), for each way of storing keys: by channel (the default; a group of 64 slots quantized
-// when its last slot is written, from the step's keys and the exact window) under every policy,
+// rows), for each way of storing keys: by channel (the default; a group of 32 tokens quantized
+// when its last token is written, from the step's keys and the exact window) under every policy,
 // with sequences long enough to complete groups; plain (FlexGen's groups), rotated and smoothed
 // (fitted at the prefill, resident where the layers compute, queries scaled on the CPU too)
 // under a few, without exact tokens. Generator on the same 4-bit cache is the reference; the
