@@ -1,5 +1,7 @@
 #include "kernels/cpu/attention_q4.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -122,9 +124,27 @@ void AttendExact(const DecodeAttentionQ4Shape& s, const Q4ExactRows& exact, long
   }
 }
 
+// out[i] = the fp16 h[i] widened, exactly (HalfBitsToFloat), with F16C where the CPU has it.
+__attribute__((target("avx,f16c"))) void WidenHalvesF16c(const uint16_t* h, int n, float* out) {
+  int i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i,
+                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
+  }
+  for (; i < n; ++i) out[i] = HalfBitsToFloat(h[i]);
+}
+void WidenHalves(const uint16_t* h, int n, float* out) {
+  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (f16c) {
+    WidenHalvesF16c(h, n, out);
+    return;
+  }
+  for (int i = 0; i < n; ++i) out[i] = HalfBitsToFloat(h[i]);
+}
+
 // A thread's buffers for AttendKeysByChannel.
 struct ChannelScratch {
-  std::vector<float> q, qsum, bias, part, lse, acc, acc_lse;
+  std::vector<float> params, scale, minimum, q, zeros, bias, part, lse, acc, ref, sum;
   std::vector<uint16_t> unit;  // per-token params {1, 0} for a group's slots
 };
 
@@ -143,13 +163,19 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
   const int groups = d / g;
   const int halves = Q4ParamHalves(d);            // per token: values, and the unit keys
   const int group_halves = Q4ChannelParamHalves(d);  // per slot of a group's key params
+  cs.params.resize(2 * static_cast<size_t>(d));
+  cs.scale.resize(static_cast<size_t>(d));
+  cs.minimum.resize(static_cast<size_t>(d));
   cs.q.resize(static_cast<size_t>(heads) * d);
-  cs.qsum.resize(static_cast<size_t>(heads) * groups);
+  cs.zeros.assign(static_cast<size_t>(heads) * groups, 0.0f);
   cs.bias.resize(static_cast<size_t>(heads));
   cs.part.resize(static_cast<size_t>(heads) * d);
   cs.lse.resize(static_cast<size_t>(heads));
+  // Per head: acc = Σ e^(lse_i - ref) · out_i over the parts so far, sum = Σ e^(lse_i - ref),
+  // ref the largest lse_i.
   cs.acc.assign(static_cast<size_t>(heads) * d, 0.0f);
-  cs.acc_lse.assign(static_cast<size_t>(heads), -INFINITY);
+  cs.ref.assign(static_cast<size_t>(heads), -INFINITY);
+  cs.sum.assign(static_cast<size_t>(heads), 0.0f);
   if (cs.unit.empty()) {
     cs.unit.assign(static_cast<size_t>(kC) * halves, 0);
     for (size_t i = 0; i < cs.unit.size(); i += 2) cs.unit[i] = FloatToHalfBits(1.0f);
@@ -158,24 +184,30 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
     const int group = (first_slot + t - start) / kC;
     const int group_end = std::min(w.len, start + (group + 1) * kC - first_slot);
     const uint16_t* p = k_params + (start + static_cast<long>(group) * kC) * group_halves;
+    WidenHalves(p, 2 * d, cs.params.data());
+    for (int c = 0; c < d; ++c) {
+      cs.scale[static_cast<size_t>(c)] = cs.params[2 * static_cast<size_t>(c)];
+      cs.minimum[static_cast<size_t>(c)] = cs.params[2 * static_cast<size_t>(c) + 1];
+    }
     for (int h = 0; h < heads; ++h) {
       const float* qh = w.q + static_cast<long>(h) * d;
       float* out = cs.q.data() + static_cast<long>(h) * d;
-      float bias = 0.0f;
-      for (int c = 0; c < d; ++c) {
-        out[c] = qh[c] * HalfBitsToFloat(p[2 * c]);
-        bias += qh[c] * HalfBitsToFloat(p[2 * c + 1]);
+      for (int c = 0; c < d; ++c) out[c] = qh[c] * cs.scale[static_cast<size_t>(c)];
+      // q·minimum summed in 8 fixed lanes, then folded pairwise.
+      const float* m = cs.minimum.data();
+      float lanes[8] = {};
+      int c = 0;
+      for (; c + 8 <= d; c += 8) {
+        for (int j = 0; j < 8; ++j) lanes[j] += qh[c + j] * m[c + j];
       }
-      cs.bias[static_cast<size_t>(h)] = bias;
-      for (int i = 0; i < groups; ++i) {
-        cs.qsum[static_cast<size_t>(h * groups + i)] =
-            std::accumulate(out + i * g, out + i * g + g, 0.0f);
-      }
+      for (; c < d; ++c) lanes[c % 8] += qh[c] * m[c];
+      cs.bias[static_cast<size_t>(h)] = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
+                                        ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
     }
     q4::Work part = w;
     part.len = group_end - t;
     part.q = cs.q.data();
-    part.qsum = cs.qsum.data();
+    part.qsum = cs.zeros.data();  // the unit params' minimums are 0
     part.k_codes = w.k_codes + static_cast<long>(t) * Q4CodeBytes(d);
     part.k_params = cs.unit.data();
     part.v_codes = w.v_codes + static_cast<long>(t) * Q4CodeBytes(d);
@@ -184,20 +216,30 @@ void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int
     part.lse = cs.lse.data();
     attend(part);
     for (int h = 0; h < heads; ++h) {
-      const float a = cs.acc_lse[static_cast<size_t>(h)];
-      const float b = cs.lse[static_cast<size_t>(h)] + cs.bias[static_cast<size_t>(h)];
-      const float top = std::max(a, b);
-      const float wa = a == -INFINITY ? 0.0f : std::exp(a - top);
-      const float wb = std::exp(b - top);
+      const size_t i = static_cast<size_t>(h);
+      const float lse = cs.lse[i] + cs.bias[i];
       float* acc = cs.acc.data() + static_cast<long>(h) * d;
+      if (lse > cs.ref[i]) {  // a new reference: rescale what was accumulated (nothing at first)
+        const float rescale = cs.ref[i] == -INFINITY ? 0.0f : std::exp(cs.ref[i] - lse);
+        for (int c = 0; c < d; ++c) acc[c] *= rescale;
+        cs.sum[i] *= rescale;
+        cs.ref[i] = lse;
+      }
+      const float weight = std::exp(lse - cs.ref[i]);
       const float* x = cs.part.data() + static_cast<long>(h) * d;
-      for (int c = 0; c < d; ++c) acc[c] = (acc[c] * wa + x[c] * wb) / (wa + wb);
-      cs.acc_lse[static_cast<size_t>(h)] = top + std::log(wa + wb);
+      for (int c = 0; c < d; ++c) acc[c] += weight * x[c];
+      cs.sum[i] += weight;
     }
     t = group_end;
   }
-  std::memcpy(w.out, cs.acc.data(), sizeof(float) * heads * d);
-  if (w.lse != nullptr) std::memcpy(w.lse, cs.acc_lse.data(), sizeof(float) * heads);
+  for (int h = 0; h < heads; ++h) {
+    const size_t i = static_cast<size_t>(h);
+    const float inv = 1.0f / cs.sum[i];
+    const float* acc = cs.acc.data() + static_cast<long>(h) * d;
+    float* out = w.out + static_cast<long>(h) * d;
+    for (int c = 0; c < d; ++c) out[c] = acc[c] * inv;
+    if (w.lse != nullptr) w.lse[h] = cs.ref[i] + std::log(cs.sum[i]);
+  }
 }
 
 }  // namespace

@@ -418,33 +418,55 @@ struct Pass {
   float* acc;            // [heads, head_dim]: output accumulators
 };
 
+// The digits a, b, c of 16 query elements x (Q = round(x) clamped to ±kQMax, Q = a · 2^14 +
+// b · 2^7 + c, each digit in [-64, 63] but a), as bytes in the low 16 of each result.
+struct Digits16 {
+  __m128i a, b, c;
+};
+// ((v + 64) & 127) - 64: the low signed 7-bit digit of each lane.
+STRATA_AVX512_INLINE __m512i Low7(__m512i v) {
+  const __m512i k64 = _mm512_set1_epi32(64);
+  return _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, k64), _mm512_set1_epi32(127)), k64);
+}
+STRATA_AVX512_INLINE Digits16 SplitDigits(__m512 x) {
+  const __m512 most = _mm512_set1_ps(static_cast<float>(kQMax));
+  const __m512 rounded = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i big = _mm512_cvtps_epi32(
+      _mm512_min_ps(_mm512_max_ps(rounded, _mm512_sub_ps(_mm512_setzero_ps(), most)), most));
+  const __m512i c = Low7(big);
+  const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(big, c), 7);
+  const __m512i b = Low7(rest);
+  const __m512i a = _mm512_srai_epi32(_mm512_sub_epi32(rest, b), 7);
+  return {_mm512_cvtepi32_epi8(a), _mm512_cvtepi32_epi8(b), _mm512_cvtepi32_epi8(c)};
+}
+
 // Writes head h's query digits and scales (TileKeyDots) for the `patterns` chunk layouts.
 STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale) {
   const float* q = s.w->q + static_cast<long>(h) * s.d;
+  const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int g = 0; g < s.groups; ++g) {
-    float m = 0.0f;
-    for (int i = 0; i < 64; ++i) m = std::max(m, std::fabs(q[64 * g + i]));
-    qscale[g] = m / static_cast<float>(kQMax);
+    __m512 m = _mm512_setzero_ps();
+    for (int i = 0; i < 64; i += 16) {
+      m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_loadu_ps(q + 64 * g + i)));
+    }
+    qscale[g] = _mm512_reduce_max_ps(m) / static_cast<float>(kQMax);
   }
   for (int p = 0; p < s.patterns; ++p) {
-    int8_t digits[6][64];
+    alignas(64) int8_t digits[6][64];
     for (int row = 0; row < 2; ++row) {  // the chunk's two 32-byte group rows
       const int g = (2 * p + row) % s.groups;
-      const float inv = qscale[g] > 0.0f ? 1.0f / qscale[g] : 0.0f;
+      const __m512 inv = _mm512_set1_ps(qscale[g] > 0.0f ? 1.0f / qscale[g] : 0.0f);
       for (int hi = 0; hi < 2; ++hi) {
-        for (int i = 0; i < 32; ++i) {
-          const float x = q[64 * g + 32 * hi + i] * inv;
-          const int big = static_cast<int>(
-              std::clamp(std::nearbyint(x), -static_cast<float>(kQMax), static_cast<float>(kQMax)));
-          const int c = ((big + 64) & 127) - 64, rest = (big - c) >> 7;
-          const int b = ((rest + 64) & 127) - 64, a = (rest - b) >> 7;
-          digits[hi][32 * row + i] = static_cast<int8_t>(a);
-          digits[2 + hi][32 * row + i] = static_cast<int8_t>(b);
-          digits[4 + hi][32 * row + i] = static_cast<int8_t>(c);
+        for (int i = 0; i < 32; i += 16) {
+          const Digits16 x =
+              SplitDigits(_mm512_mul_ps(_mm512_loadu_ps(q + 64 * g + 32 * hi + i), inv));
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(&digits[hi][32 * row + i]), x.a);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(&digits[2 + hi][32 * row + i]), x.b);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(&digits[4 + hi][32 * row + i]), x.c);
         }
       }
     }
-    for (int k = 0; k < 6; ++k) qd[6 * p + k] = _mm512_loadu_si512(digits[k]);
+    for (int k = 0; k < 6; ++k) qd[6 * p + k] = _mm512_load_si512(digits[k]);
   }
 }
 
