@@ -19,8 +19,11 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/attention_q4.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/weight_q4.h"
+#include "kernels/kv_q4_format.h"
 #include "policy/memory_accounting.h"
+#include "policy/plan.h"
 #include "src/io/aligned_buffer.h"
 #include "src/io/file_env.h"
 #include "src/io/scratch_file.h"
@@ -155,21 +158,32 @@ double DecodeAttentionGbps() {
 }
 
 double DecodeAttentionQ4Gbps() {
+  // The default 4-bit cache (policy/plan.h): keys by channel, the first token and a window of
+  // a key group exact.
+  const Plan format;
   const kernels::cpu::DecodeAttentionQ4Shape s{.batch = 8,
                                                .num_heads = 32,
                                                .num_kv_heads = 8,
                                                .head_dim = 128,
                                                .max_len = 2048,
                                                .cache_len = 2048,
-                                               .scale = 0.088f};
+                                               .scale = 0.088f,
+                                               .keys_by_channel = true};
   const size_t tokens = size_t(s.batch) * s.num_kv_heads * s.max_len;
   std::vector<uint8_t> k_codes(tokens * s.head_dim / 2), v_codes(k_codes.size());
   std::mt19937 rng(7);
   for (uint8_t& b : k_codes) b = static_cast<uint8_t>(rng());
   v_codes = k_codes;
-  const size_t params = tokens * (s.head_dim / 64) * 2;
-  std::vector<uint16_t> k_params(params), v_params(params);
-  for (size_t i = 0; i < params; ++i) k_params[i] = v_params[i] = (i % 2) ? 0xB800 : 0x2C00;
+  std::vector<uint16_t> k_params(tokens * kernels::Q4ChannelParamHalves(s.head_dim));
+  std::vector<uint16_t> v_params(tokens * kernels::Q4ParamHalves(s.head_dim));
+  for (std::vector<uint16_t>* p : {&k_params, &v_params}) {
+    for (size_t i = 0; i < p->size(); ++i) (*p)[i] = (i % 2) ? 0xB800 : 0x2C00;
+  }
+  const std::vector<float> exact_k = RandomFloats(static_cast<size_t>(kernels::cpu::ExactRowsFloats(
+      s.batch, s.num_kv_heads, s.head_dim, format.cache_sink, format.cache_window)));
+  const std::vector<float> exact_v = exact_k;
+  const kernels::cpu::Q4ExactRows exact{format.cache_sink, format.cache_window, exact_k.data(),
+                                        exact_v.data()};
   const std::vector<float> q = RandomFloats(size_t(s.batch) * s.num_heads * s.head_dim);
   std::vector<float> out(q.size());
   const std::vector<int> start(s.batch, 0);
@@ -177,10 +191,10 @@ double DecodeAttentionQ4Gbps() {
       [&] {
         kernels::cpu::DecodeAttentionQ4(s, q.data(), {k_codes.data(), k_params.data()},
                                         {v_codes.data(), v_params.data()}, start.data(),
-                                        out.data());
+                                        out.data(), kernels::cpu::Q4Isa::kAuto, &exact);
       },
       1.0);
-  const double bytes = 2.0 * (k_codes.size() + params * sizeof(uint16_t));
+  const double bytes = 2.0 * (k_codes.size() + v_codes.size() + k_params.size() + v_params.size());
   return bytes / t / 1e9;
 }
 

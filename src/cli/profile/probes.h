@@ -26,9 +26,10 @@ double GemmTflops(int rows);
 // before they come back to the first). This is what bounds a decode GEMM from below on the
 // emulated device; plain host reads (HostReadGbps) run faster than the GEMM's packing of weights.
 double GemmWeightStreamGbps();
-// The CPU attention kernels (kernels/cpu): decode over an fp32 cache and over the 4-bit cache, in
-// cache bytes read per second; prefill attention in TFLOPS counted as 4 * tokens^2 * heads *
-// head_dim (FlexGen's count, which the cost model uses).
+// The CPU attention kernels (kernels/cpu): decode over an fp32 cache and over the default 4-bit
+// cache (keys by channel, with its exact tokens), in cache bytes read per second (4-bit: codes
+// and params); prefill attention in TFLOPS counted as 4 * tokens^2 * heads * head_dim (FlexGen's
+// count, which the cost model uses).
 double DecodeAttentionGbps();
 double DecodeAttentionQ4Gbps();
 double PrefillAttentionTflops();
