@@ -76,7 +76,7 @@ Sizes SizesOf(const ModelSpec& m, const Workload& w, const Plan& p) {
   s.kv_token_fp16 = 2.0 * m.num_kv_heads * m.head_dim * 2;
   const double max_len = w.max_len();
   s.kv_pages_per_sequence = 0;
-  for (int64_t slot_bytes : KvHeadTokenPlaneBytes(m, p)) {
+  for (int64_t slot_bytes : KvHeadTokenPlaneBytes(m.head_dim, m.activation_dtype_bytes, p)) {
     if (slot_bytes > 0) {
       s.kv_pages_per_sequence +=
           double(m.num_kv_heads) * std::min(1.0, max_len * double(slot_bytes) / kPageBytes);

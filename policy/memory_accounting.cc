@@ -153,10 +153,10 @@ TierBytes RowSplit::bytes() const {
           copies * disk_rows * row_bytes};
 }
 
-std::array<int64_t, 4> KvHeadTokenPlaneBytes(const ModelSpec& model, const Plan& plan) {
-  const int64_t d = model.head_dim;
+std::array<int64_t, 4> KvHeadTokenPlaneBytes(int head_dim, int dtype_bytes, const Plan& plan) {
+  const int64_t d = head_dim;
   if (!plan.compress_cache) {
-    const int64_t fp = d * model.activation_dtype_bytes;
+    const int64_t fp = d * dtype_bytes;
     return {fp, 0, fp, 0};
   }
   const int64_t params = d / std::min<int64_t>(64, d) * 4;
@@ -166,7 +166,8 @@ std::array<int64_t, 4> KvHeadTokenPlaneBytes(const ModelSpec& model, const Plan&
 }
 
 int64_t KvHeadTokenBytes(const ModelSpec& model, const Plan& plan) {
-  const std::array<int64_t, 4> planes = KvHeadTokenPlaneBytes(model, plan);
+  const std::array<int64_t, 4> planes =
+      KvHeadTokenPlaneBytes(model.head_dim, model.activation_dtype_bytes, plan);
   return planes[0] + planes[1] + planes[2] + planes[3];
 }
 

@@ -133,13 +133,16 @@ struct MemoryPlan {
   TierBytes total_bytes;  // the sum of the six rows above: the run's peak per tier
 };
 
-// Bytes of one token's key and value for one KV head in each plane of the cache as `plan` stores
-// them: K then V, one plane each in the activation dtype, or (plan.compress_cache) codes then
-// params each in the 4-bit format of kernels/kv_q4_format.h: head_dim/2 bytes of codes, an fp16
-// scale and minimum per group of min(64, head_dim), and for keys by channel (plan.channel_keys())
-// 2 * ceil(2 * head_dim / kChannelKeyGroup) bytes of key params. An fp plane's params are 0.
-std::array<int64_t, 4> KvHeadTokenPlaneBytes(const ModelSpec& model, const Plan& plan);
-// Their sum: one token's key and value for one KV head.
+// Bytes of one token's key and value for one KV head of `head_dim` in each plane of the cache as
+// `plan` stores them: K then V, one plane each of `dtype_bytes` elements, or
+// (plan.compress_cache) codes then params each in the 4-bit format of kernels/kv_q4_format.h:
+// head_dim/2 bytes of codes, an fp16 scale and minimum per group of min(64, head_dim), and for
+// keys by channel (plan.channel_keys()) 2 * ceil(2 * head_dim / kChannelKeyGroup) bytes of key
+// params. An fp plane's params are 0. The executor's cache layout (src/memory's KvFormatOf) is
+// built from this.
+std::array<int64_t, 4> KvHeadTokenPlaneBytes(int head_dim, int dtype_bytes, const Plan& plan);
+// Their sum for `model`'s heads in its activation dtype: one token's key and value for one KV
+// head.
 int64_t KvHeadTokenBytes(const ModelSpec& model, const Plan& plan);
 
 // The accounting. InvalidArgument when the plan, model or workload does not validate or the

@@ -350,13 +350,11 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
 }
 
 int PlanCommand(const PlanOptions& o) {
-  // Before the model loads: --compress-cache needs --percent, so a search or plan file never
-  // takes these.
-  if (o.cache.any() && !o.compress_cache) {
-    return Fail(Status::InvalidArgument(
-        "--cache-keys, --cache-sink and --cache-window set the 4-bit cache's format: add "
-        "--compress-cache (with --percent)"));
-  }
+  // The cache format flags' errors before the model loads (--compress-cache needs --percent, so
+  // a search or plan file never takes them).
+  Plan format;
+  format.compress_cache = o.compress_cache;
+  if (Status s = ApplyCacheFormatFlags(o.cache, &format); !s.ok()) return Fail(s);
   Result<Inputs> in = LoadInputs(o);
   if (!in.ok()) return Fail(in.status());
   std::optional<SearchResult> searched;

@@ -1,7 +1,10 @@
 #include "src/memory/placement.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
+
+#include "policy/memory_accounting.h"
 
 namespace strata {
 namespace {
@@ -144,21 +147,17 @@ uint64_t LargestDiskExtent(const TierLayout& layout) {
 }  // namespace
 
 KvFormat KvFormatOf(int head_dim, const Plan& plan) {
+  // The accounting's planes, fp32 here (src/memory does not depend on kernels/; the executor
+  // checks the 4-bit ones against kernels/kv_q4_format.h).
+  const std::array<int64_t, 4> b = KvHeadTokenPlaneBytes(head_dim, 4, plan);
   KvFormat f;
   f.q4 = plan.compress_cache;
-  if (!f.q4) {
-    f.plane_bytes[0] = f.plane_bytes[1] = int64_t{head_dim} * 4;
-    return f;
-  }
-  // kernels/kv_q4_format.h: head_dim / 2 bytes of codes, an fp16 scale and minimum per group of
-  // min(64, head_dim) elements, and keys by channel a group of kChannelKeyGroup tokens' scale and
-  // minimum per channel spread over its slots (src/memory does not depend on kernels/; the
-  // executor checks it).
-  f.parts = 2;
-  f.plane_bytes[0] = f.plane_bytes[2] = head_dim / 2;
-  f.plane_bytes[1] = f.plane_bytes[3] = int64_t{head_dim} / std::min(64, head_dim) * 4;
-  if (plan.channel_keys()) {
-    f.plane_bytes[1] = (2 * int64_t{head_dim} + kChannelKeyGroup - 1) / kChannelKeyGroup * 2;
+  f.parts = f.q4 ? 2 : 1;
+  if (f.q4) {
+    std::copy(b.begin(), b.end(), f.plane_bytes);
+  } else {  // K's plane, then V's
+    f.plane_bytes[0] = b[0];
+    f.plane_bytes[1] = b[2];
   }
   return f;
 }

@@ -1,5 +1,6 @@
 #include "src/runtime/executor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -7,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <ranges>
 #include <string>
 #include <thread>
 
@@ -124,17 +126,15 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
       // A decode step that completes a sequence's group of channel keys rewrote the group's
       // slots: the last group of slots, of every row (a group is a sequence's tokens, counted
       // from its first real slot).
-      if (step.token > 0 && p_.plan.channel_keys()) {
-        bool completes = false;
-        for (int b = k * p_.shape.gpu_batch_size; b < k * p_.shape.gpu_batch_size + run.batch(k);
-             ++b) {
-          const size_t tokens = (*run.requests)[static_cast<size_t>(b)].prompt.size() + step.token;
-          completes |= tokens % kChannelKeyGroup == 0;
-        }
-        if (completes) {
-          first += 1 - kChannelKeyGroup;
-          count = kChannelKeyGroup;
-        }
+      const auto completes_group = [&](int b) {
+        const size_t written = (*run.requests)[static_cast<size_t>(b)].prompt.size() + step.token;
+        return written % kChannelKeyGroup == 0;
+      };
+      const int b0 = k * p_.shape.gpu_batch_size;
+      if (step.token > 0 && p_.plan.channel_keys() &&
+          std::ranges::any_of(std::views::iota(b0, b0 + run.batch(k)), completes_group)) {
+        first += 1 - kChannelKeyGroup;
+        count = kChannelKeyGroup;
       }
       return transfers_.StoreCache(slice, step.cache_slot, kv_rows, first, count, step.token > 0,
                                    record);

@@ -87,10 +87,10 @@ void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int
     if (!q4) continue;
     const kernels::cpu::Q4CacheShape s{1, 1, row.stride, head_dim};
     if (keys.by_channel) {
-      kernels::cpu::WriteKeyGroupsByChannel(
-          head_dim, keys.sink, keys.window, keys.start[b], first_slot, tokens, k_dst,
-          static_cast<long>(d), keys.exact_keys + static_cast<size_t>(r) * (keys.sink + keys.window) * d,
-          row.k_codes, row.k_params);
+      const float* exact = keys.exact_keys + static_cast<size_t>(r) * (keys.sink + keys.window) * d;
+      kernels::cpu::WriteKeyGroupsByChannel(head_dim, keys.sink, keys.window, keys.start[b],
+                                            first_slot, tokens, k_dst, static_cast<long>(d), exact,
+                                            row.k_codes, row.k_params);
     } else {
       kernels::cpu::WriteQ4Cache(s, k_dst, tokens, first_slot, keys.rotate, row.k_codes,
                                  row.k_params);

@@ -144,8 +144,11 @@ void KvCache::Write(int layer, const float* k_rows, const float* v_rows, int tok
       }
       k_rows = smoothed_k_.data();
     }
-    const std::vector<int> no_padding(static_cast<size_t>(batch_), 0);
-    if (start == nullptr) start = no_padding.data();
+    std::vector<int> no_padding;
+    if (start == nullptr) {
+      no_padding.assign(static_cast<size_t>(batch_), 0);
+      start = no_padding.data();
+    }
     if (options_.channel_keys) {  // before the exact rows take this write's tokens
       const int d = head_dim_;
       const int exact_rows = options_.exact_sink + options_.exact_window;

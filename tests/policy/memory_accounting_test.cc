@@ -51,7 +51,8 @@ TEST(MemoryAccountingTest, FourBitSizes) {
   EXPECT_EQ(KvHeadTokenBytes(m, plain), 2 * 20);  // one group of 32: 16 + 4
   EXPECT_EQ(KvHeadTokenBytes(m, channel), 2 * 20);
   m.head_dim = 40;  // 80 halves of key params over 32 slots: 3 halves a slot
-  EXPECT_EQ(KvHeadTokenPlaneBytes(m, channel), (std::array<int64_t, 4>{20, 6, 20, 4}));
+  EXPECT_EQ(KvHeadTokenPlaneBytes(m.head_dim, m.activation_dtype_bytes, channel),
+            (std::array<int64_t, 4>{20, 6, 20, 4}));
 }
 
 // Weights are split by rows: every byte is somewhere, and each tier's share of each layer is
