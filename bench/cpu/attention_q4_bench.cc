@@ -3,6 +3,7 @@
 // with all cores, next to the machine's memory read bandwidth measured in the same run.
 //
 //   attention_q4_bench [--min-mib N] [--cached-mib N] [--reps N] [--threads N]
+//                      [--channel-only 1] [--rounds N] [--channel-head-dim N]
 //
 // Each configuration holds at least --min-mib MiB of compressed cache (default 512, far above the
 // last-level cache) spread over sequences x KV heads, so the numbers are DRAM-bound, not L3-bound.
@@ -15,7 +16,9 @@
 // over a copy of the configuration small enough (--cached-mib, default 8) to stay in the last-level
 // cache ("in cache"); "% cache" is the DRAM rate against it, near 100 where the kernel, not the
 // memory, is the limit. A last table sets keys by channel (the default cache: kv_q4_channel.h,
-// with its exact first token and window) against per-token keys with the same exact rows.
+// with its exact first token and window) against per-token keys with the same exact rows, the two
+// run alternately --rounds times (default 1) with the median ratio last, at head_dim 64 unless
+// --channel-head-dim says otherwise; --channel-only 1 prints that table alone.
 #include <omp.h>
 
 #include <algorithm>
@@ -152,21 +155,9 @@ int Arg(int argc, char** argv, const char* name, int fallback) {
   return fallback;
 }
 
-int Main(int argc, char** argv) {
-  const long min_bytes = static_cast<long>(Arg(argc, argv, "--min-mib", 512)) << 20;
-  const long cached_bytes = static_cast<long>(Arg(argc, argv, "--cached-mib", 8)) << 20;
-  const int reps = Arg(argc, argv, "--reps", 5);
-  const int all = Arg(argc, argv, "--threads", omp_get_max_threads());
-  const k::Q4Isa best_isa = k::ResolveQ4Isa(k::Q4Isa::kAuto, 64);
-
-  const ReadBandwidth bw1 = MeasureReadBandwidth(1l << 30, 1, reps);
-  const double bw_all = MeasureReadBandwidth(1l << 30, all, reps).wall_gbps;
-  std::printf("cpu: %s, %d threads; attention path: %s; load average %s\n", CpuName().c_str(), all,
-              k::Q4IsaName(best_isa), LoadAverage().c_str());
-  std::printf(
-      "memory read bandwidth: 1 thread %.1f GB/s (%.1f per CPU-s), %d threads %.1f GB/s\n\n",
-      bw1.wall_gbps, bw1.cpu_gbps, all, bw_all);
-
+// The per-configuration table and the per-path line.
+void Tables(long min_bytes, long cached_bytes, int reps, int all, double bw_all,
+            k::Q4Isa best_isa) {
   std::printf("%-8s %-4s %-7s %-5s %-9s | %-22s | %-51s\n", "", "", "", "", "", "1 thread GB/s",
               "all cores GB/s");
   std::printf("%-8s %-4s %-7s %-5s %-9s | %-10s %-11s | %-10s %-9s %-6s %-7s %-9s %-7s\n",
@@ -208,18 +199,57 @@ int Main(int argc, char** argv) {
     }
     std::printf("\n");
   }
+}
 
-  std::printf("\nkeys by channel against per-token keys, both with the first token and the last %d "
-              "exact, head_dim 64, context 2048, all cores, wall GB/s of 4-bit cache:\n",
-              kWindow);
-  const int seqs = std::max(1, static_cast<int>(min_bytes / (2048 * 76.0 * kKvHeads) + 1));
-  const Cache per_token(seqs, 64, 2048, true, false);
-  const Cache by_channel(seqs, 64, 2048, true, true);
-  for (int group : {1, 4, 8}) {
-    const double a = Run(per_token, group, best_isa, all, reps).wall_gbps;
-    const double b = Run(by_channel, group, best_isa, all, reps).wall_gbps;
-    std::printf("  gqa %d: per token %5.1f, by channel %5.1f (%.2fx the time per token)\n", group,
-                a, b, a / b * by_channel.bytes() / per_token.bytes());
+int Main(int argc, char** argv) {
+  const long min_bytes = static_cast<long>(Arg(argc, argv, "--min-mib", 512)) << 20;
+  const long cached_bytes = static_cast<long>(Arg(argc, argv, "--cached-mib", 8)) << 20;
+  const int reps = Arg(argc, argv, "--reps", 5);
+  const int all = Arg(argc, argv, "--threads", omp_get_max_threads());
+  const bool channel_only = Arg(argc, argv, "--channel-only", 0) != 0;
+  const int channel_d = Arg(argc, argv, "--channel-head-dim", 64);
+  const int rounds = std::max(1, Arg(argc, argv, "--rounds", 1));
+  const k::Q4Isa best_isa = k::ResolveQ4Isa(k::Q4Isa::kAuto, 64);
+
+  const ReadBandwidth bw1 = MeasureReadBandwidth(1l << 30, 1, reps);
+  const double bw_all = MeasureReadBandwidth(1l << 30, all, reps).wall_gbps;
+  std::printf("cpu: %s, %d threads; attention path: %s; load average %s\n", CpuName().c_str(), all,
+              k::Q4IsaName(best_isa), LoadAverage().c_str());
+  std::printf(
+      "memory read bandwidth: 1 thread %.1f GB/s (%.1f per CPU-s), %d threads %.1f GB/s\n\n",
+      bw1.wall_gbps, bw1.cpu_gbps, all, bw_all);
+  if (!channel_only) Tables(min_bytes, cached_bytes, reps, all, bw_all, best_isa);
+
+  std::printf(
+      "\nkeys by channel against per-token keys, both with the first token and the last %d "
+      "exact, head_dim %d, context 2048, all cores, wall GB/s of 4-bit cache:\n",
+      kWindow, channel_d);
+  const double token_bytes =
+      kernels::Q4CodeBytes(channel_d) * 2.0 +
+      2.0 * (kernels::Q4ParamHalves(channel_d) + kernels::Q4ChannelParamHalves(channel_d));
+  const int seqs = std::max(1, static_cast<int>(min_bytes / (2048 * token_bytes * kKvHeads) + 1));
+  const Cache per_token(seqs, channel_d, 2048, true, false);
+  const Cache by_channel(seqs, channel_d, 2048, true, true);
+  std::vector<double> ratios[3];
+  for (int round = 0; round < rounds; ++round) {
+    for (int i = 0; i < 3; ++i) {
+      const int group = i == 0 ? 1 : 4 * i;
+      const double a = Run(per_token, group, best_isa, all, reps).wall_gbps;
+      const double b = Run(by_channel, group, best_isa, all, reps).wall_gbps;
+      ratios[i].push_back(a / b * by_channel.bytes() / per_token.bytes());
+      std::printf("  gqa %d: per token %5.1f, by channel %5.1f (%.2fx the time per token)\n", group,
+                  a, b, ratios[i].back());
+    }
+  }
+  if (rounds > 1) {
+    std::printf("  median of %d rounds (min-max), time by channel / time per token:", rounds);
+    for (int i = 0; i < 3; ++i) {
+      std::vector<double>& r = ratios[i];
+      std::sort(r.begin(), r.end());
+      std::printf("  gqa %d: %.2fx (%.2f-%.2f)", i == 0 ? 1 : 4 * i, r[r.size() / 2], r.front(),
+                  r.back());
+    }
+    std::printf("\n");
   }
   return 0;
 }

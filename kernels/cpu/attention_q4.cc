@@ -148,12 +148,13 @@ struct ChannelScratch {
   std::vector<uint16_t> unit;  // per-token params {1, 0} for a group's slots
 };
 
-// Work `w` over keys by channel: tokens [0, w.len) are slots [first_slot, first_slot + len) of a
-// sequence whose first real slot is `start`, all in written groups; k_params is the row's key
-// params plane from slot 0. Each group's part is one call of `attend` with the query times the
-// group's channel scales and unit per-token params, so the path computes q'·codes; q·minimum is
-// the same for every token of the group and only shifts that part's log Σ exp. The parts are
-// merged by their log-sum-exp into w.out (and w.lse when set).
+// The AVX-512 path's route for keys by channel (the scalar and AVX2 paths walk the key groups
+// themselves, Work::key_phase). Work `w` over keys by channel: tokens [0, w.len) are slots
+// [first_slot, first_slot + len) of a sequence whose first real slot is `start`, all in written
+// groups; k_params is the row's key params plane from slot 0. Each group's part is one call of
+// `attend` with the query times the group's channel scales and unit per-token params, so the path
+// computes q'·codes; q·minimum is the same for every token of the group and only shifts that
+// part's log Σ exp. The parts are merged by their log-sum-exp into w.out (and w.lse when set).
 void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int first_slot,
                          int start, const uint16_t* k_params, ChannelScratch& cs) {
   constexpr int kC = kQ4ChannelGroup;
@@ -339,10 +340,11 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       w.out = o;
       w.lse = range_lse;
       w.scratch = scratch.data()->f;
-      if (s.keys_by_channel) {
+      if (s.keys_by_channel && attend == q4::AttendAvx512) {
         AttendKeysByChannel(attend, w, lo, first,
                             k.params + i * s.max_len * Q4ChannelParamHalves(d), channel);
       } else {
+        if (s.keys_by_channel) w.key_phase = (lo - first) % kQ4ChannelGroup;
         attend(w);
       }
     }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kernels/cpu/attention_q4_paths.h"
+#include "kernels/kv_q4_format.h"
 
 #define STRATA_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define STRATA_AVX2_INLINE STRATA_AVX2 __attribute__((always_inline)) inline
@@ -92,9 +93,11 @@ STRATA_AVX2 void UnpackParams(const uint16_t* params, int n, int groups, float* 
   }
 }
 
-// part[h][g][t] = the 8 lane-wise partial products q_h·n of token t, group g: each key row is
-// unpacked once for all the query heads. Rows n.. of the tile are zeroed.
-STRATA_AVX2 void TileDots(const Work& w, const uint8_t* codes, int n, __m256* part) {
+// part[h][g][t] = the 8 lane-wise partial products q_h·n of token t, group g, q_h read from
+// qt[t] + h · head_dim (w.q, or the query of the token's key group): each key row is unpacked
+// once for all the query heads. Rows n.. of the tile are zeroed.
+STRATA_AVX2_INLINE void TileDots(const Work& w, const uint8_t* codes, int n, const float* const* qt,
+                                 __m256* part) {
   const int d = w.head_dim, groups = d / 64;
   for (int t = 0; t < kTile8; ++t) {
     for (int g = 0; g < groups; ++g) {
@@ -104,7 +107,7 @@ STRATA_AVX2 void TileDots(const Work& w, const uint8_t* codes, int n, __m256* pa
       }
       const Codes64 k = Unpack64(codes + static_cast<long>(t) * (d / 2) + 32 * g);
       for (int h = 0; h < w.heads; ++h) {
-        const float* q = w.q + h * d + 64 * g;
+        const float* q = qt[t] + h * d + 64 * g;
         __m256 a0 = _mm256_mul_ps(_mm256_loadu_ps(q), k.n[0]);
         __m256 a1 = _mm256_mul_ps(_mm256_loadu_ps(q + 8), k.n[1]);
         for (int i = 2; i < 8; i += 2) {
@@ -150,15 +153,95 @@ STRATA_AVX2 void TileValues(const uint8_t* codes, int half, int n, int d, const 
   }
 }
 
-// Asks for the codes and params of the tile 128 tokens ahead of t0, as the AVX-512 path does.
-STRATA_AVX2_INLINE void PrefetchAhead(const uint8_t* codes, const uint16_t* params, int t0, int len,
-                                      int d) {
+// Asks for the codes and params (`halves` fp16 values per token) of the tile 128 tokens ahead of
+// t0, as the AVX-512 path does.
+STRATA_AVX2_INLINE void PrefetchAhead(const uint8_t* codes, const uint16_t* params, int halves,
+                                      int t0, int len, int d) {
   const int t = t0 + 128;
   if (t >= len) return;
   const char* c = reinterpret_cast<const char*>(codes + static_cast<long>(t) * (d / 2));
   for (int i = 0; i < kTile8 * d / 2; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
-  _mm_prefetch(reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32)),
-               _MM_HINT_T0);
+  const char* p = reinterpret_cast<const char*>(params + static_cast<long>(t) * halves);
+  for (int i = 0; i < kTile8 * halves * 2; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+}
+
+// Keys by channel: the query of one key group, q' = q times the group's channel scales for every
+// head (qg, [heads, d]), and q·minimums per head (bias), from the group's params (scale of channel
+// c at 2c, minimum at 2c + 1). Then q'·n + bias is each of the group's scores.
+STRATA_AVX2 void ChannelQuery(const Work& w, const uint16_t* params, float* qg, float* bias) {
+  const int d = w.head_dim;
+  for (int h = 0; h < w.heads; ++h) {
+    const float* q = w.q + h * d;
+    float* out = qg + h * d;
+    __m256 dot = _mm256_setzero_ps();
+    for (int c = 0; c < d; c += 8) {
+      // Channels c..c + 7 as {scale, minimum} pairs; even lanes are scales, odd ones minima.
+      const __m256 a =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c)));
+      const __m256 b =
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c + 8)));
+      // Within each 128-bit lane: a's pairs 0-1 (2-3) then b's; the permute restores c order.
+      const __m256 scale = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                                _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m256 minimum = _mm256_castpd_ps(
+          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                                _MM_SHUFFLE(3, 1, 2, 0)));
+      const __m256 x = _mm256_loadu_ps(q + c);
+      _mm256_storeu_ps(out + c, _mm256_mul_ps(x, scale));
+      dot = _mm256_fmadd_ps(x, minimum, dot);
+    }
+    bias[h] = Sum(dot);
+  }
+}
+
+// Stores head h's scores of the tile at t0 and raises its running maximum (the first vector of
+// its `sums`, see AttendAvx2) by those of the tile's tokens.
+STRATA_AVX2_INLINE void StoreScore(const Work& w, const Layout& l, int h, int t0, __m256 score,
+                                   float* scores) {
+  _mm256_store_ps(scores + h * l.stride + t0, score);
+  const __m256 valid = _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(w.len - t0), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+  auto* max = reinterpret_cast<__m256*>(w.scratch + l.sums + h * (2 + w.head_dim / 64) * 16);
+  *max = _mm256_max_ps(*max, _mm256_blendv_ps(*max, score, valid));
+}
+
+// Keys by channel: scores[h][t] = q'·n + bias of token t's key group (ChannelQuery), for every
+// token. A tile may straddle two groups; the queries of the last two groups sit in `chq` and
+// `chbias` by the parity of their index (token 0's group is group 0).
+STRATA_AVX2 void ChannelScores(const Work& w, const Layout& l, __m256* part, float* scores) {
+  constexpr int kC = kQ4ChannelGroup;
+  const int d = w.head_dim, groups = d / 64, heads = w.heads;
+  const int group_halves = Q4ChannelParamHalves(d);
+  float* qg[2] = {w.scratch + l.chq, w.scratch + l.chq + heads * d};
+  float* bias[2] = {w.scratch + l.chbias, w.scratch + l.chbias + (heads + 15) / 16 * 16};
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  int ready = -1;  // the last group whose query is in place
+  for (int t0 = 0; t0 < w.len; t0 += kTile8) {
+    PrefetchAhead(w.k_codes, w.k_params, group_halves, t0, w.len, d);
+    const int n = std::min(kTile8, w.len - t0);
+    const int first = (t0 + w.key_phase) / kC, last = (t0 + n - 1 + w.key_phase) / kC;
+    while (ready < last) {
+      ++ready;
+      const uint16_t* p = w.k_params + (static_cast<long>(ready) * kC - w.key_phase) * group_halves;
+      ChannelQuery(w, p, qg[ready & 1], bias[ready & 1]);
+    }
+    // The tile's first `in_first` tokens are in group `first`, the rest in the next.
+    const int in_first = std::min(n, (first + 1) * kC - w.key_phase - t0);
+    const float* qt[kTile8];
+    for (int t = 0; t < kTile8; ++t) qt[t] = qg[(t < in_first ? first : last) & 1];
+    TileDots(w, w.k_codes + static_cast<long>(t0) * (d / 2), n, qt, part);
+    const __m256 second =
+        _mm256_castsi256_ps(_mm256_cmpgt_epi32(lane, _mm256_set1_epi32(in_first - 1)));
+    for (int h = 0; h < heads; ++h) {
+      __m256 score = _mm256_blendv_ps(_mm256_set1_ps(bias[first & 1][h]),
+                                      _mm256_set1_ps(bias[last & 1][h]), second);
+      for (int g = 0; g < groups; ++g) {
+        score = _mm256_add_ps(score, Reduce8(part + (h * groups + g) * kTile8));
+      }
+      StoreScore(w, l, h, t0, score, scores);
+    }
+  }
 }
 
 }  // namespace
@@ -183,21 +266,27 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
   };
 
   for (int h = 0; h < heads; ++h) sums(h, 0) = _mm256_set1_ps(-INFINITY);
-  for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // scores = scale * (q·n) + minimum * Σq per group
-    PrefetchAhead(w.k_codes, w.k_params, t0, w.len, d);
-    const int n = std::min(kTile8, w.len - t0);
-    UnpackParams(w.k_params + static_cast<long>(t0) * 2 * groups, n, groups, kparams);
-    TileDots(w, w.k_codes + static_cast<long>(t0) * (d / 2), n, part);
-    for (int h = 0; h < heads; ++h) {
-      __m256 score = _mm256_setzero_ps();
-      for (int g = 0; g < groups; ++g) {
-        score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + 2 * g * kTile8),
-                                Reduce8(part + (h * groups + g) * kTile8), score);
-        score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + (2 * g + 1) * kTile8),
-                                _mm256_set1_ps(w.qsum[h * groups + g]), score);
+  if (w.key_phase >= 0) {
+    ChannelScores(w, l, part, scores);
+  } else {
+    const float* qt[kTile8];
+    std::fill(qt, qt + kTile8, w.q);
+    // scores = scale * (q·n) + minimum * Σq per group
+    for (int t0 = 0; t0 < w.len; t0 += kTile8) {
+      PrefetchAhead(w.k_codes, w.k_params, 2 * groups, t0, w.len, d);
+      const int n = std::min(kTile8, w.len - t0);
+      UnpackParams(w.k_params + static_cast<long>(t0) * 2 * groups, n, groups, kparams);
+      TileDots(w, w.k_codes + static_cast<long>(t0) * (d / 2), n, qt, part);
+      for (int h = 0; h < heads; ++h) {
+        __m256 score = _mm256_setzero_ps();
+        for (int g = 0; g < groups; ++g) {
+          score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + 2 * g * kTile8),
+                                  Reduce8(part + (h * groups + g) * kTile8), score);
+          score = _mm256_fmadd_ps(_mm256_loadu_ps(kparams + (2 * g + 1) * kTile8),
+                                  _mm256_set1_ps(w.qsum[h * groups + g]), score);
+        }
+        StoreScore(w, l, h, t0, score, scores);
       }
-      _mm256_store_ps(scores + h * l.stride + t0, score);
-      sums(h, 0) = _mm256_max_ps(sums(h, 0), _mm256_blendv_ps(sums(h, 0), score, valid(t0)));
     }
   }
   for (int h = 0; h < heads; ++h) {  // probabilities, unnormalised; zero past the last token
@@ -219,7 +308,7 @@ STRATA_AVX2 void AttendAvx2(const Work& w) {
   }
   std::memset(w.out, 0, sizeof(float) * heads * d);
   for (int t0 = 0; t0 < w.len; t0 += kTile8) {  // out += p * (scale * n + minimum) per group
-    PrefetchAhead(w.v_codes, w.v_params, t0, w.len, d);
+    PrefetchAhead(w.v_codes, w.v_params, 2 * groups, t0, w.len, d);
     const int n = std::min(kTile8, w.len - t0);
     UnpackParams(w.v_params + static_cast<long>(t0) * 2 * groups, n, groups, vparams);
     for (int h = 0; h < heads; ++h) {

@@ -19,6 +19,12 @@ struct Work {
   int len = 0;                       // attended tokens, >= 1
   const float* q = nullptr;          // [heads, head_dim]: rotated if the keys are, times the scale
   const float* qsum = nullptr;       // [heads, head_dim / G]: sum of q over each group
+  // Keys by channel (kv_q4_channel.h) when >= 0: token 0 is token `key_phase` of its key group of
+  // kQ4ChannelGroup tokens, and every attended token lies in a written group; k_params is then
+  // the row's key params plane at token 0's slot (Q4ChannelParamHalves(head_dim) per slot), and
+  // the path folds each group's channel scales into q and its minimums into one score offset.
+  // Only the scalar and AVX2 paths take it (attention_q4.cc runs AVX-512 a group at a time).
+  int key_phase = -1;
   const uint8_t* k_codes = nullptr;  // row of the first attended slot
   const uint16_t* k_params = nullptr;
   const uint8_t* v_codes = nullptr;
@@ -51,6 +57,9 @@ struct Layout {
   size_t tail;     // kTile rows of key codes: a partial last tile, zero-padded
   size_t quads;    // kStep / 4 x 4 vectors: one group's value codes of a step, four tokens a lane
   size_t vtail;    // 4 rows of one group's value codes: a partial last quad, zero-padded
+  size_t chq;      // keys by channel (AVX2): [2, heads, head_dim], q times the channel scales of
+                   // the key groups of even and odd index
+  size_t chbias;   // keys by channel (AVX2): [2, heads rounded up to 16], q·minimums of those
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -73,7 +82,9 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.tail = l.dots + h * g * kStep;
   l.quads = l.tail + g * kTile * 32 / 4;
   l.vtail = l.quads + kStep / 4 * 4 * 16;
-  l.total = l.vtail + 4 * 32 / 4;
+  l.chq = l.vtail + 4 * 32 / 4;
+  l.chbias = l.chq + 2 * h * g * 64;
+  l.total = l.chbias + 2 * ((h + 15) / 16 * 16);
   return l;
 }
 

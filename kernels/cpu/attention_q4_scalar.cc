@@ -17,12 +17,34 @@ void AttendScalar(const Work& w) {
   const int groups = d / g;
   const int half = g / 2;
   std::vector<float> scores(static_cast<size_t>(w.heads) * w.len);
+  // Keys by channel: per key group, the query times the group's channel scales (qg) and
+  // q·minimums per head (bias), so that a score is qg·n + bias.
+  const bool by_channel = w.key_phase >= 0;
+  std::vector<float> qg, bias;
+  if (by_channel) {
+    qg.resize(static_cast<size_t>(w.heads) * d);
+    bias.resize(static_cast<size_t>(w.heads));
+  }
+  int group = -1;
   for (int t = 0; t < w.len; ++t) {
     const uint8_t* c = w.k_codes + static_cast<long>(t) * Q4CodeBytes(d);
     const uint16_t* p = w.k_params + static_cast<long>(t) * Q4ParamHalves(d);
+    if (by_channel && (t + w.key_phase) / kQ4ChannelGroup != group) {
+      group = (t + w.key_phase) / kQ4ChannelGroup;
+      const uint16_t* gp = w.k_params + (static_cast<long>(group) * kQ4ChannelGroup - w.key_phase) *
+                                            Q4ChannelParamHalves(d);
+      for (int h = 0; h < w.heads; ++h) {
+        float dot = 0.0f;
+        for (int x = 0; x < d; ++x) {
+          qg[static_cast<size_t>(h) * d + x] = w.q[h * d + x] * HalfBitsToFloat(gp[2 * x]);
+          dot += w.q[h * d + x] * HalfBitsToFloat(gp[2 * x + 1]);
+        }
+        bias[static_cast<size_t>(h)] = dot;
+      }
+    }
     for (int h = 0; h < w.heads; ++h) {
-      const float* q = w.q + h * d;
-      float score = 0.0f;
+      const float* q = by_channel ? qg.data() + static_cast<size_t>(h) * d : w.q + h * d;
+      float score = by_channel ? bias[static_cast<size_t>(h)] : 0.0f;
       for (int gi = 0; gi < groups; ++gi) {
         float dot = 0.0f;
         for (int j = 0; j < half; ++j) {
@@ -30,8 +52,9 @@ void AttendScalar(const Work& w) {
           dot += q[gi * g + j] * static_cast<float>(byte & 0xF) +
                  q[gi * g + j + half] * static_cast<float>(byte >> 4);
         }
-        score += HalfBitsToFloat(p[2 * gi]) * dot +
-                 HalfBitsToFloat(p[2 * gi + 1]) * w.qsum[h * groups + gi];
+        score += by_channel ? dot
+                            : HalfBitsToFloat(p[2 * gi]) * dot +
+                                  HalfBitsToFloat(p[2 * gi + 1]) * w.qsum[h * groups + gi];
       }
       scores[static_cast<size_t>(h) * w.len + t] = score;
     }

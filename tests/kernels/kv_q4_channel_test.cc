@@ -239,7 +239,7 @@ void ExpectMatches(const Case& c, int head_dim) {
   for (Q4Isa isa : {Q4Isa::kAvx2, Q4Isa::kAvx512}) {
     if (Q4IsaAvailable(isa) && d % 64 == 0) isas.push_back(isa);
   }
-  for (int group : {1, 3}) {
+  for (int group : {1, 3, 8}) {
     const DecodeAttentionQ4Shape s{.batch = kBatch,
                                    .num_heads = kKvHeads * group,
                                    .num_kv_heads = kKvHeads,
