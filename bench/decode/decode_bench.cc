@@ -16,6 +16,7 @@
 
 #include "bench/cpu/memory_bandwidth.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/model/model.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"

@@ -62,6 +62,12 @@ struct CausalAttentionShape {
   float scale = 1.0f;
 };
 
+// Host-side plan of the tensor-core prefill attention (attention_prefill_f16.cuh), made once per
+// shape by PlanPrefillAttention.
+struct PrefillAttentionPlan {
+  int warps = 4;  // warps per thread block, 4 or 8; each owns 16 packed query rows
+};
+
 // One request's sampling settings for one step (strata::SamplingConfig plus the step index).
 struct SamplingParams {
   float temperature = 1.0f;  // <= 0: greedy

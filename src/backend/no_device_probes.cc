@@ -1,4 +1,4 @@
-#include "src/cli/profile/device_probes.h"
+#include "src/backend/device_probes.h"
 
 namespace strata::profile {
 

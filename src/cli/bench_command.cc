@@ -5,15 +5,15 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "kernels/cpu/threads.h"
 #include "policy/model_spec.h"
 #include "policy/plan.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/lane_report.h"
 #include "src/core/log.h"
-#include "src/model/model.h"
 #include "src/memory/model_spec_of.h"
+#include "src/model/model.h"
 #include "src/model/synthetic_model.h"
 #include "src/runtime/offload_generator.h"
 #include "src/schedule/schedule_dump.h"
@@ -133,7 +133,7 @@ int BenchCommand(const BenchOptions& o) {
         "--prompt-len, --gen-len and --num-blocks must be at least 1, --num-layers at least 0"));
   }
   if (o.max_block_size < 1) return Fail(Status::InvalidArgument("--max-block-size must be >= 1"));
-  kernels::cpu::SetCpuThreads(o.threads);
+  SetCpuThreads(o.threads);
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
   if (!hardware.ok()) return Fail(hardware.status());

@@ -8,9 +8,9 @@
 #include <span>
 #include <sstream>
 
-#include "kernels/cpu/threads.h"
 #include "policy/plan.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/model_path.h"
 #include "src/cli/policy_flags.h"
@@ -114,7 +114,7 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
 }
 
 int PerplexityCommand(const PerplexityOptions& o) {
-  kernels::cpu::SetCpuThreads(o.threads);
+  SetCpuThreads(o.threads);
   // The cache format a run with these flags has: the plan's defaults, then the flags.
   Plan format;
   format.compress_cache = o.compress_cache;

@@ -11,8 +11,8 @@
 #include <fstream>
 #include <iostream>
 
-#include "kernels/cpu/threads.h"
 #include "policy/search.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/cli/model_path.h"
 #include "src/core/log.h"
 
@@ -35,7 +35,7 @@ namespace {
 
 // A profile's CPU rates hold for the thread count they were measured with.
 void WarnOnThreadMismatch(const HardwareSpec& hw, const std::string& origin) {
-  const int threads = kernels::cpu::CpuThreads();
+  const int threads = CpuThreads();
   if (hw.cpu_cores == threads) return;
   LogWarn("hardware profile " + origin + " was measured with " + std::to_string(hw.cpu_cores) +
           " CPU threads and this run computes with " + std::to_string(threads) +

@@ -12,11 +12,13 @@
 #include <optional>
 #include <string>
 
-#include "kernels/cpu/threads.h"
 #include "policy/hardware_spec.h"
+#include "policy/plan.h"
+#include "src/backend/cpu/cpu_backend.h"
+#include "src/backend/cpu/cpu_probes.h"
+#include "src/backend/device_probes.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/policy_flags.h"
-#include "src/cli/profile/device_probes.h"
 #include "src/cli/profile/probes.h"
 #include "src/core/host_memory.h"
 
@@ -114,8 +116,8 @@ int ProfileCommand(const ProfileOptions& o) {
   }
   hw.cpu_capacity_bytes = static_cast<int64_t>(available * kHostShare);
   hw.disk_capacity_bytes = *free_disk;
-  kernels::cpu::SetCpuThreads(o.threads);
-  hw.cpu_cores = kernels::cpu::CpuThreads();
+  SetCpuThreads(o.threads);
+  hw.cpu_cores = CpuThreads();
 
   Announce(
       "disk (strata's disk tier: 32 MiB pieces through a 32 MiB ring, then scattered 4 KiB page "
@@ -135,7 +137,9 @@ int ProfileCommand(const ProfileOptions& o) {
   hw.cpu_memory_gbps = profile::HostReadGbps();
   Announce("CPU attention");
   hw.cpu_attention_gbps = profile::DecodeAttentionGbps();
-  hw.cpu_attention_q4_gbps = profile::DecodeAttentionQ4Gbps();
+  const Plan default_cache;  // the default 4-bit cache's exact tokens
+  hw.cpu_attention_q4_gbps =
+      profile::DecodeAttentionQ4Gbps(default_cache.cache_sink, default_cache.cache_window);
   const std::string disk_text =
       "disk by strata's " + disk->file_env + " disk tier (" +
       (disk->direct ? "O_DIRECT" : "buffered: O_DIRECT refused") +

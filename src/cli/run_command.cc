@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "kernels/cpu/threads.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/interrupt.h"
-#include "src/cli/lane_report.h"
 #include "src/cli/job_loop.h"
+#include "src/cli/lane_report.h"
 #include "src/cli/model_path.h"
 #include "src/cli/policy_flags.h"
 #include "src/core/log.h"
@@ -127,7 +127,7 @@ int RunCommand(const RunOptions& o) {
     if (!parsed.ok()) return Fail(parsed.status());
     shard = *parsed;
   }
-  kernels::cpu::SetCpuThreads(o.threads);
+  SetCpuThreads(o.threads);
 
   // What a user can get wrong is checked before the model loads (seconds to minutes) and before
   // anything is written: the model path, the input, the output, the hardware profile, a plan by
@@ -236,7 +236,7 @@ int RunCommand(const RunOptions& o) {
   if (!writer.ok()) return Fail(writer.status().WithContext("output"));
   m.load_s = Seconds(start);
   LogInfo("loaded in " + Fixed(m.load_s, 2) + " s; " +
-          std::to_string(kernels::cpu::CpuThreads()) + " CPU threads, blocks of " +
+          std::to_string(CpuThreads()) + " CPU threads, blocks of " +
           std::to_string(o.batch_size) + ", sort window " + std::to_string(o.sort_window) +
           (shard.count > 1 ? ", shard " + shard.ToString() : ""));
 

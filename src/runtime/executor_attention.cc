@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/kv_q4.h"
 #include "kernels/cpu/kv_q4_channel.h"
-#include "kernels/kv_q4_format.h"
+#include "src/backend/q4_sizes.h"
 
 namespace strata {
 namespace {
@@ -18,9 +18,9 @@ bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim,
   const KvRow& r = rows[static_cast<size_t>(first + i)];
   if (r.stride != r0.stride) return false;
   if (r0.k_codes != nullptr) {
-    const long codes = static_cast<long>(r0.stride) * kernels::Q4CodeBytes(head_dim);
+    const long codes = static_cast<long>(r0.stride) * KvQ4CodeBytes(head_dim);
     const long k_params = static_cast<long>(r0.stride) * key_param_halves;
-    const long v_params = static_cast<long>(r0.stride) * kernels::Q4ParamHalves(head_dim);
+    const long v_params = static_cast<long>(r0.stride) * KvQ4ParamHalves(head_dim);
     return r.k_codes == r0.k_codes + i * codes && r.v_codes == r0.v_codes + i * codes &&
            r.k_params == r0.k_params + i * k_params && r.v_params == r0.v_params + i * v_params;
   }
@@ -178,7 +178,7 @@ void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float
     const kernels::cpu::Q4ExactRows e = exact_from(r);
     const int seqs = ContiguousSequences(
         rows, r, row_end, kvh, d,
-        shape.keys_by_channel ? kernels::Q4ChannelParamHalves(d) : kernels::Q4ParamHalves(d));
+        shape.keys_by_channel ? KvQ4ChannelParamHalves(d) : KvQ4ParamHalves(d));
     if (seqs > 0) {
       s.batch = seqs;
       kernels::cpu::DecodeAttentionQ4(s, q + b * seq_floats, k, v, start + b,

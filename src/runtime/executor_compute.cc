@@ -7,13 +7,13 @@
 #include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
 #include "kernels/cpu/weight_q4.h"
-#include "kernels/kv_q4_format.h"
+#include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
 namespace strata {
 
-static_assert(kChannelKeyGroup == kernels::kQ4ChannelGroup,
-              "policy and the kernels must agree on the slots of a channel-key group");
+static_assert(kChannelKeyGroup == kKvQ4ChannelGroup,
+              "policy and the backends must agree on the slots of a channel-key group");
 
 int BlockRun::batch(int k) const {
   const int n = sequences->size();
@@ -33,11 +33,11 @@ BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend
   STRATA_CHECK(&device_backend != &cpu_backend);
   if (p_.cache.format.q4) {
     const int d = model.config().head_dim;
-    const int key_params = p_.plan.channel_keys() ? kernels::Q4ChannelParamHalves(d)
-                                                  : kernels::Q4ParamHalves(d);
+    const int key_params =
+        p_.plan.channel_keys() ? KvQ4ChannelParamHalves(d) : KvQ4ParamHalves(d);
     const int64_t* b = p_.cache.format.plane_bytes;
-    STRATA_CHECK(b[0] == kernels::Q4CodeBytes(d) && b[1] == 2 * key_params &&
-                 b[2] == kernels::Q4CodeBytes(d) && b[3] == 2 * kernels::Q4ParamHalves(d));
+    STRATA_CHECK(b[0] == KvQ4CodeBytes(d) && b[1] == 2 * key_params && b[2] == KvQ4CodeBytes(d) &&
+                 b[3] == 2 * KvQ4ParamHalves(d));
   }
   for (int s = 0; s < 2; ++s) {
     block_views_[s] = model.weights().layers;
@@ -111,10 +111,10 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
     if (!t.q4 || t.part != part) continue;
     const long cols = static_cast<long>(t.source.dim(1));
     const int group = t.q4_group;
-    // Placement sizes the rows as kernels/cpu/weight_q4.h lays them out (src/memory cannot say).
-    STRATA_CHECK(static_cast<size_t>(t.row_bytes) ==
-                 kernels::cpu::WeightQ4CodeBytes(1, cols) +
-                     kernels::cpu::WeightQ4ParamHalves(1, cols, group) * sizeof(uint16_t));
+    // Placement sizes the rows as the backends lay them out (src/memory cannot say).
+    STRATA_CHECK(t.row_bytes == WeightQ4CodeBytes(1, cols) +
+                                    WeightQ4ParamHalves(1, cols, group) *
+                                        static_cast<int64_t>(sizeof(uint16_t)));
     auto* out = reinterpret_cast<float*>(expanded + t.expanded_offset);
     // Rows as assembled: a chunk per tier, each its codes then its params.
     STRATA_CHECK(t.on_gpu() || slot != nullptr);
@@ -123,7 +123,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
       STRATA_CHECK(run.input_rows.token == step.token);
       const long n = static_cast<long>(run.input_rows.of(t).size());
       const auto* params =
-          reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
+          reinterpret_cast<const uint16_t*>(chunk + WeightQ4CodeBytes(n, cols));
       kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group, out);
       continue;
     }
@@ -132,7 +132,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
       if (rows == 0) continue;
       const long n = static_cast<long>(rows);
       const auto* params =
-          reinterpret_cast<const uint16_t*>(chunk + kernels::cpu::WeightQ4CodeBytes(n, cols));
+          reinterpret_cast<const uint16_t*>(chunk + WeightQ4CodeBytes(n, cols));
       kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group,
                                    out + static_cast<size_t>(first) * static_cast<size_t>(cols));
       chunk += rows * t.row_bytes;

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/weight_q4.h"
+#include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -144,9 +144,8 @@ Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, LaneReco
     // plane's n rows in turn (PlacedTensor::q4).
     const int planes = t.q4 ? 2 : 1;
     const int64_t plane_row[2] = {
-        t.q4 ? static_cast<int64_t>(kernels::cpu::WeightQ4CodeBytes(1, cols)) : t.row_bytes,
-        t.q4 ? static_cast<int64_t>(kernels::cpu::WeightQ4ParamHalves(1, cols, t.q4_group) * 2)
-             : 0};
+        t.q4 ? WeightQ4CodeBytes(1, cols) : t.row_bytes,
+        t.q4 ? WeightQ4ParamHalves(1, cols, t.q4_group) * 2 : 0};
     const auto plane_begin = [&](int p, int64_t n) { return p == 0 ? 0 : n * plane_row[0]; };
     const int64_t n = static_cast<int64_t>(ids.size());
     const int64_t tier_end[3] = {t.gpu_rows, t.gpu_rows + t.cpu_rows, t.rows()};

@@ -6,6 +6,7 @@
 
 #include "policy/fit_check.h"
 #include "policy/memory_accounting.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/core/check.h"
 #include "src/core/host_memory.h"
 #include "src/core/log.h"

@@ -8,8 +8,8 @@
 namespace strata {
 namespace {
 
-kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
-  kernels::cpu::RopeParams p;
+RopeSpec RopeFor(const ModelConfig& c) {
+  RopeSpec p;
   p.head_dim = c.head_dim;
   p.theta = c.rope_theta;
   p.factor = c.rope_scaling.factor;
@@ -17,15 +17,15 @@ kernels::cpu::RopeParams RopeFor(const ModelConfig& c) {
   p.high_freq_factor = c.rope_scaling.high_freq_factor;
   p.original_max_positions = c.rope_scaling.original_max_position_embeddings;
   switch (c.rope_scaling.kind) {
-    case RopeScalingKind::kNone: p.scaling = kernels::cpu::RopeScalingKind::kNone; break;
-    case RopeScalingKind::kLinear: p.scaling = kernels::cpu::RopeScalingKind::kLinear; break;
-    case RopeScalingKind::kLlama3: p.scaling = kernels::cpu::RopeScalingKind::kLlama3; break;
+    case RopeScalingKind::kNone: p.scaling = RopeSpec::Scaling::kNone; break;
+    case RopeScalingKind::kLinear: p.scaling = RopeSpec::Scaling::kLinear; break;
+    case RopeScalingKind::kLlama3: p.scaling = RopeSpec::Scaling::kLlama3; break;
     case RopeScalingKind::kFactors:
-      p.scaling = kernels::cpu::RopeScalingKind::kFactors;
+      p.scaling = RopeSpec::Scaling::kFactors;
       p.freq_factors = c.rope_scaling.freq_factors.data();
       break;
     case RopeScalingKind::kYarn:
-      p.scaling = kernels::cpu::RopeScalingKind::kYarn;
+      p.scaling = RopeSpec::Scaling::kYarn;
       p.beta_fast = c.rope_scaling.beta_fast;
       p.beta_slow = c.rope_scaling.beta_slow;
       p.truncate = c.rope_scaling.truncate;
@@ -42,7 +42,7 @@ Transformer::Transformer(const Model& model, Backend& backend, const ModelWeight
       backend_(backend) {
   if (config_.use_rope) {
     inv_freq_.resize(static_cast<size_t>(config_.head_dim / 2));
-    kernels::cpu::RopeInverseFrequencies(RopeFor(config_), inv_freq_.data());
+    RopeInverseFrequencies(RopeFor(config_), inv_freq_.data());
   }
 }
 

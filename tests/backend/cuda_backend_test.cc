@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/rope.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/backend/cuda/cuda_backend.h"
 #include "src/backend/cuda/gemm.h"
 #include "tests/backend/gpu_test_util.h"

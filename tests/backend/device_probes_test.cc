@@ -1,6 +1,6 @@
 // `strata profile`'s GPU probes: on a machine with a CUDA device (CUDA builds), every rate is
 // measured and the rates relate as the hardware does; elsewhere the probe says why there is none.
-#include "src/cli/profile/device_probes.h"
+#include "src/backend/device_probes.h"
 
 #include <gtest/gtest.h>
 

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/cli/job_loop.h"
 #include "src/io/fault_env.h"
 #include "src/model/model.h"

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/model/model.h"
 #include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"

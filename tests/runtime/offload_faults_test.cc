@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/io/fault_env.h"
 #include "src/model/model.h"
 #include "src/model/store_writer.h"

@@ -20,6 +20,7 @@
 
 #include "policy/memory_accounting.h"
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/memory/model_spec_of.h"
 #include "src/memory/placement.h"
 #include "src/model/model.h"

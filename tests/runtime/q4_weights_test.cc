@@ -2,6 +2,7 @@
 // stored (views into tensors.bin, not quantized again); a model from any other source is
 // quantized by kernels/cpu/weight_q4.h; either way RoundTripped() is the expansion of those planes.
 // And the CPU backend on such planes (kQ4 views) computes what it computes on their expansion.
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/runtime/q4_weights.h"
 
 #include <gtest/gtest.h>

@@ -11,8 +11,9 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/threads.h"
 #include "kernels/cpu/weight_q4.h"
-#include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -26,7 +27,19 @@ constexpr int kPanelRows = 256;
 
 class CpuBackend final : public Backend {
  public:
+  explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
+
   const char* name() const override { return "cpu"; }
+
+  Result<std::unique_ptr<DeviceArena>> AllocateDeviceArena(uint64_t bytes) override {
+    return AllocateCpuDeviceArena(bytes);
+  }
+  std::unique_ptr<Stream> MakeStream() override {
+    CpuStreamOptions stream = options_.streams;
+    stream.seed += streams_made_++;  // each stream its own delays
+    return MakeCpuStream(stream);
+  }
+  std::unique_ptr<Event> MakeEvent() override { return MakeCpuEvent(); }
 
   void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
               float* y) override {
@@ -120,7 +133,9 @@ class CpuBackend final : public Backend {
 
   void Attention(const AttentionShape& shape, const float* q, const float* kc, const float* vc,
                  const int* start, float* out) override {
-    k::CausalAttention(shape, q, kc, vc, start, out);
+    const k::AttentionShape s{shape.batch,    shape.new_tokens, shape.num_heads, shape.num_kv_heads,
+                              shape.head_dim, shape.max_len,    shape.cache_len, shape.scale};
+    k::CausalAttention(s, q, kc, vc, start, out);
   }
 
   void Add(float* x, const float* y, int64_t n) override {
@@ -147,6 +162,8 @@ class CpuBackend final : public Backend {
     return buf.data();
   }
 
+  const CpuBackendOptions options_;
+  uint32_t streams_made_ = 0;
   std::vector<float> panel_;
   std::vector<float> expanded_;  // one kQ4 matrix in fp32
   std::vector<float> row_;
@@ -155,6 +172,11 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> MakeCpuBackend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> MakeCpuBackend(const CpuBackendOptions& options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+void SetCpuThreads(int n) { k::SetCpuThreads(n); }
+int CpuThreads() { return k::CpuThreads(); }
 
 }  // namespace strata

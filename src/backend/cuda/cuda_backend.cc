@@ -11,6 +11,7 @@
 #include "kernels/cpu/weight_q4.h"
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_device.h"
+#include "src/backend/cuda/cuda_memory.h"
 #include "src/backend/cuda/cuda_resources.h"
 #include "src/backend/cuda/gemm.h"
 #include "src/backend/cuda/ops.h"
@@ -76,6 +77,12 @@ class CudaBackend final : public Backend {
       : options_(options), stream_(/*non_blocking=*/false), blas_(stream_.get()) {}
 
   const char* name() const override { return "cuda"; }
+
+  Result<std::unique_ptr<DeviceArena>> AllocateDeviceArena(uint64_t bytes) override {
+    return AllocateCudaDeviceArena(bytes);
+  }
+  std::unique_ptr<Stream> MakeStream() override { return MakeCudaBackendStream(); }
+  std::unique_ptr<Event> MakeEvent() override { return MakeCudaEvent(); }
 
   void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
               float* y) override {

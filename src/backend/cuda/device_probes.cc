@@ -1,3 +1,5 @@
+#include "src/backend/device_probes.h"
+
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -11,7 +13,6 @@
 #include "src/backend/cuda/gemm.h"
 #include "src/backend/cuda/median_ms.h"
 #include "src/backend/cuda/ops.h"
-#include "src/cli/profile/device_probes.h"
 
 namespace strata::profile {
 namespace {

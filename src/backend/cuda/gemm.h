@@ -13,4 +13,11 @@ namespace strata {
 void GemmNT(const CublasHandle& handle, int m, int n, int k, kernels::cuda::ElemType type,
             const void* a, const void* b, float* c, int ldc, bool accumulate);
 
+// The same with C in the input type: C[m, n] (row stride ldc, fp16 or bf16 as `type`) =
+// A[m, k] * B[n, k]^T, accumulated in fp32 and rounded once (PyTorch's F.linear on fp16). The
+// output type the plans use on a GPU: half the bytes of an fp32 C and cuBLAS's fastest kernels.
+// REQUIRES: type is kF16 or kBF16; ldc >= n; cuBLAS succeeds (aborts otherwise).
+void GemmNTHalfOut(const CublasHandle& handle, int m, int n, int k, kernels::cuda::ElemType type,
+                   const void* a, const void* b, void* c, int ldc);
+
 }  // namespace strata

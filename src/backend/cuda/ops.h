@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/decode_q4c_params.h"
 #include "kernels/cuda/params.h"
 
 namespace strata::cuda_ops {
@@ -19,6 +20,7 @@ using kernels::cuda::CausalAttentionShape;
 using kernels::cuda::DecodeAttentionPlan;
 using kernels::cuda::DecodeAttentionShape;
 using kernels::cuda::DecodeCacheKind;
+using kernels::cuda::PrefillAttentionPlan;
 using kernels::cuda::ElemType;
 using kernels::cuda::Q4CacheShape;
 using kernels::cuda::SamplingParams;
@@ -69,10 +71,39 @@ cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const
                             const float* v, const int* start, float* out, cudaStream_t stream);
 cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const __half* k,
                             const __half* v, const int* start, float* out, cudaStream_t stream);
+// attention_prefill_f16.cuh
+cudaError_t PlanPrefillAttention(const CausalAttentionShape& s, PrefillAttentionPlan* plan);
+cudaError_t PrefillAttentionF16(const CausalAttentionShape& s, const PrefillAttentionPlan& plan,
+                                const __half* q, const __half* k, const __half* v,
+                                const int* start, __half* out, cudaStream_t stream);
 // sampling.cuh
 cudaError_t SampleTokensWorkspaceBytes(int batch, int vocab, size_t* bytes);
 cudaError_t SampleTokens(const float* logits, int batch, int vocab, const SamplingParams* params,
                          bool any_sampling, void* workspace, size_t workspace_bytes, int32_t* out,
                          cudaStream_t stream);
+
+
+// The default 4-bit cache (keys by channel, exact sink and window rows), through a table of rows:
+// attention_decode_q4c.cuh and kv_q4_channel.cuh.
+using kernels::cuda::Q4ChannelDecodePlan;
+using kernels::cuda::Q4ChannelDecodeShape;
+using kernels::cuda::Q4ChannelRow;
+bool Q4ChannelHeadDimSupported(int head_dim);
+cudaError_t PlanDecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s,
+                                         Q4ChannelDecodePlan* plan);
+cudaError_t DecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s, const float* q,
+                                     const Q4ChannelRow* rows, const int* start,
+                                     const Q4ChannelDecodePlan& plan, void* workspace, float* out,
+                                     cudaStream_t stream);
+cudaError_t WriteKeyGroupsQ4Channel(int batch, int num_kv_heads, int head_dim, int sink,
+                                    int window, const int* start, int first_slot, int tokens,
+                                    const float* k_rows, Q4ChannelRow* rows, cudaStream_t stream);
+cudaError_t WriteExactRowsQ4Channel(int batch, int num_kv_heads, int head_dim, int sink,
+                                    int window, const float* k_rows, const float* v_rows,
+                                    int tokens, int first_slot, const int* start,
+                                    bool rotate_keys, Q4ChannelRow* rows, cudaStream_t stream);
+cudaError_t WriteValueRowsQ4Channel(int batch, int num_kv_heads, int head_dim,
+                                    const float* v_rows, int tokens, int first_slot,
+                                    Q4ChannelRow* rows, cudaStream_t stream);
 
 }  // namespace strata::cuda_ops

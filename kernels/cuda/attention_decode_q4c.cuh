@@ -1,0 +1,680 @@
+// Decode attention over the default 4-bit cache (kernels/kv_q4_format.h, "Keys by channel": keys
+// quantized per channel over groups of 32 tokens, values per token, the first `sink` and the last
+// `window` tokens exact in fp32 rows). CUDA twin of kernels/cpu/attention_q4.h with
+// keys_by_channel and Q4ExactRows; rows are found through a table (Q4ChannelRow), so the engine
+// may keep each (sequence, KV head) row wherever its tier puts it.
+//
+// Work partitioning (flash-decoding). A block owns one (sequence, KV head, head tile of up to 8
+// query heads) and one part: part p < num_splits is a contiguous run of the row's 32-token tiles
+// (tile k = slots start + 32k ... + 31, exactly one key group), part num_splits the exact rows.
+// Its 4 warps take the run's tiles round-robin, each with its own online softmax, and merge through
+// shared memory; every part writes a normalised partial output and its log-sum-exp (log2 units),
+// and MergePartsKernel combines them. The split count is planned on the host by a wave model.
+//
+// Bytes in flight, not occupancy, hide the memory latency: each warp streams its tiles through
+// its own ring of kStages shared-memory stages with cp.async (codes, the group's key parameters
+// and the tokens' value parameters of one tile per stage), kStages - 1 tiles ahead of the one it
+// computes. Rows outside the attended 4-bit range are zero-filled, never read. Code rows are
+// XOR-swizzled (SwizzledChunk) so that ldmatrix reads them without bank conflicts.
+//
+// Tensor cores, transposed, as attention_decode.cuh: S^T[32 tokens, 8 heads] = N[32, d] Q'^T and
+// O^T[d, 8 heads] += V^T[d, 32] P^T. Per tile (= key group) each lane folds the group's channel
+// scales into its slice of the query once, Q' = fp16(q · scale), and the minimums into one score
+// bias per head, Σ q · minimum (kernels/kv_q4_channel_math.h), so the key MMA multiplies the
+// exact codes (nibbles unpacked by the 0x6400 magic number). Values are dequantized in fp16 with
+// one HFMA2 per two elements, as in attention_decode.cuh: folding the value scale into P would
+// let P · scale underflow fp16. Exact rows are attended in fp32 on the CUDA cores.
+//
+// Precision: Q', P and dequantized V are fp16 MMA operands with fp32 accumulation: a normalised
+// error of order 1e-3 against the CPU kernel.
+#pragma once
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/decode_q4c_params.h"
+#include "kernels/cuda/utils.cuh"
+#include "kernels/kv_q4_channel_math.h"
+#include "kernels/kv_q4_format.h"
+
+namespace strata::kernels::cuda {
+
+// Runs the body with kHeadDim a constant for each head size the default-format kernels support;
+// any other size makes the enclosing launcher return cudaErrorInvalidValue. (80 and 96 are not
+// valid for kernels/kv_q4_format.h, whose groups need head_dim % 64 == 0 above 64.)
+#define STRATA_DISPATCH_Q4C_HEAD_DIM(head_dim, kHeadDim, ...) \
+  switch (head_dim) {                                         \
+    case 64: {                                                \
+      constexpr int kHeadDim = 64;                            \
+      __VA_ARGS__                                             \
+      break;                                                  \
+    }                                                         \
+    case 128: {                                               \
+      constexpr int kHeadDim = 128;                           \
+      __VA_ARGS__                                             \
+      break;                                                  \
+    }                                                         \
+    case 256: {                                               \
+      constexpr int kHeadDim = 256;                           \
+      __VA_ARGS__                                             \
+      break;                                                  \
+    }                                                         \
+    default:                                                  \
+      return cudaErrorInvalidValue;                           \
+  }
+
+namespace decode_q4c {
+
+inline constexpr int kWarps = 4;
+inline constexpr int kThreads = kWarps * 32;
+inline constexpr int kTile = kQ4ChannelGroup;  // tokens per tile: one key group
+inline constexpr int kHeadsPerTile = 8;
+// Fewest tiles one split gets: two per warp, so that merging stays a small share of the traffic.
+inline constexpr int kMinTilesPerSplit = 2 * kWarps;
+inline constexpr int kMaxSplits = 256;
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+// Shared memory of one block, in bytes. Per warp, kStages stages of one tile each:
+//   K codes [32][d/2] and V codes [32][d/2] (swizzled 16-byte chunks), the group's key params
+//   [d][2] fp16, the tokens' value params [32][d/64][2] fp16: 38·d bytes a stage.
+// After the loop the stages are reused for the warps' outputs.
+template <int kHeadDim>
+struct Layout {
+  static constexpr int kRowBytes = kHeadDim / 2;
+  static constexpr int kChunks = kHeadDim / 32;  // 16-byte chunks per code row
+  static constexpr int kGroups = kHeadDim / 64;  // value groups per token
+  static constexpr int kMTiles = kHeadDim / 16;
+  static constexpr int kStages = kHeadDim >= 256 ? 2 : 4;
+  static constexpr int kKCodes = 0;
+  static constexpr int kVCodes = kTile * kRowBytes;
+  static constexpr int kKParams = 2 * kTile * kRowBytes;
+  static constexpr int kVParams = kKParams + 4 * kHeadDim;
+  static constexpr int kStageBytes = kVParams + kTile * kGroups * 4;
+  static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
+  static constexpr int kQStride = kHeadDim + 4;  // floats; the pad spreads heads over banks
+  static constexpr int kQOffset = kPipeBytes;
+  static constexpr int kStatsOffset = kQOffset + kHeadsPerTile * kQStride * 4;
+  static constexpr int kSmemBytes = kStatsOffset + 2 * kWarps * kHeadsPerTile * 4;
+  static_assert(kWarps * kHeadsPerTile * kHeadDim * 4 <= kPipeBytes, "outputs alias the stages");
+  static_assert(kStageBytes % 16 == 0, "stages stay 16-byte aligned");
+};
+
+struct Params {
+  Q4ChannelDecodeShape s;
+  const float* q = nullptr;
+  const int* start = nullptr;
+  const Q4ChannelRow* rows = nullptr;
+  float* out = nullptr;
+  int num_splits = 1;
+  int parts = 2;  // num_splits + the exact part
+  int head_tiles = 1;
+  float* partial_out = nullptr;  // [batch * num_heads, parts, head_dim]
+  float* partial_lse = nullptr;  // [batch * num_heads, parts], log2 units
+};
+
+// ---- kernels ----
+
+__device__ __forceinline__ uint32_t SmemAddr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Copies kBytes from global to shared memory asynchronously; with ok == false the destination is
+// zero-filled and nothing is read.
+template <int kBytes>
+__device__ __forceinline__ void CpAsync(void* dst, const void* src, bool ok) {
+  const int src_bytes = ok ? kBytes : 0;
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddr(dst)), "l"(src),
+                 "r"(src_bytes)
+                 : "memory");
+  } else {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(SmemAddr(dst)), "l"(src),
+                 "n"(kBytes), "r"(src_bytes)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void LdMatrixX4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p))
+               : "memory");
+}
+__device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddr(p))
+               : "memory");
+}
+
+// The exact fp16 pair {n_lo, n_hi} of the nibbles at kShift and kShift + 16.
+template <int kShift>
+__device__ __forceinline__ __half2 Codes(uint32_t w) {
+  return __hsub2(Half2FromBits(q4c::NibblePairPlus1024(w, kShift)), Half2FromBits(0x64006400u));
+}
+
+// The 4-bit tiles [split's run) of one row: each warp's loads, folds, MMAs and online softmax.
+// Leaves the warp's max, denominator and unnormalised output in s_m / s_l / s_o (heads 2t, 2t+1).
+template <int kHeadDim>
+__device__ __forceinline__ void AttendQuantized(const Params& p, const Q4ChannelRow& row,
+                                                const float (*s_q)[Layout<kHeadDim>::kQStride],
+                                                uint8_t* smem, float* s_m, float* s_l, int first,
+                                                int quant_lo, int quant_hi) {
+  using L = Layout<kHeadDim>;
+  constexpr int kChunks = L::kChunks;
+  constexpr int kGroups = L::kGroups;
+  constexpr int kStages = L::kStages;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int g = lane / 4;
+  const int t = lane % 4;
+
+  const int tile_lo = (quant_lo - first) / kTile;
+  const int n_tiles = quant_hi > quant_lo ? (quant_hi - first + kTile - 1) / kTile - tile_lo : 0;
+  const int per_split = (n_tiles + p.num_splits - 1) / p.num_splits;
+  const int split_begin = tile_lo + static_cast<int>(blockIdx.x) * per_split;
+  const int split_end = min(split_begin + per_split, tile_lo + n_tiles);
+  const int my_first = split_begin + warp;
+  const int my_count = split_end > my_first ? (split_end - my_first + kWarps - 1) / kWarps : 0;
+  uint8_t* const ring = smem + warp * kStages * L::kStageBytes;
+  const uint8_t* const k_params = reinterpret_cast<const uint8_t*>(row.k_params);
+  const uint8_t* const v_params = reinterpret_cast<const uint8_t*>(row.v_params);
+
+  auto load = [&](int i) {
+    const int slot0 = first + (my_first + i * kWarps) * kTile;
+    uint8_t* st = ring + (i % kStages) * L::kStageBytes;
+#pragma unroll
+    for (int it = 0; it < kChunks; ++it) {
+      const int idx = it * 32 + lane;
+      const int j = idx / kChunks;
+      const int c = idx % kChunks;
+      const int slot = slot0 + j;
+      const bool ok = slot >= quant_lo && slot < quant_hi;
+      const int64_t off = ok ? static_cast<int64_t>(slot) * L::kRowBytes + 16 * c : 0;
+      const int dst = j * L::kRowBytes + 16 * q4c::SwizzledChunk(j, c, kChunks);
+      CpAsync<16>(st + L::kKCodes + dst, row.k_codes + off, ok);
+      CpAsync<16>(st + L::kVCodes + dst, row.v_codes + off, ok);
+    }
+    // The group's key params: 4·d bytes from slot0's, which is (d/8)-byte aligned.
+    const uint8_t* kp = k_params + static_cast<int64_t>(slot0) * (kHeadDim / 8);
+    if constexpr (kHeadDim == 64) {
+      CpAsync<8>(st + L::kKParams + 8 * lane, kp + 8 * lane, true);
+    } else {
+#pragma unroll
+      for (int it = 0; it < kHeadDim / 128; ++it) {
+        CpAsync<16>(st + L::kKParams + 16 * (it * 32 + lane), kp + 16 * (it * 32 + lane), true);
+      }
+    }
+    // Value params: token `lane` of the tile.
+    const int slot = slot0 + lane;
+    const bool ok = slot >= quant_lo && slot < quant_hi;
+    CpAsync<kGroups * 4>(st + L::kVParams + lane * kGroups * 4,
+                         v_params + (ok ? static_cast<int64_t>(slot) * kGroups * 4 : 0), ok);
+  };
+
+  q4c::SoftmaxRun run[2];  // heads 2t, 2t + 1; l is this lane's share
+  float o[L::kMTiles][4];
+#pragma unroll
+  for (int m = 0; m < L::kMTiles; ++m) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o[m][i] = 0.0f;
+  }
+
+#pragma unroll
+  for (int st = 0; st < kStages - 1; ++st) {
+    if (st < my_count) load(st);
+    CpAsyncCommit();
+  }
+  for (int i = 0; i < my_count; ++i) {
+    __syncwarp();  // every lane is done with the stage the next load overwrites
+    if (i + kStages - 1 < my_count) load(i + kStages - 1);
+    CpAsyncCommit();
+    CpAsyncWait<kStages - 1>();
+    __syncwarp();  // every lane's copies of tile i are visible
+    const uint8_t* st = ring + (i % kStages) * L::kStageBytes;
+    const int slot0 = first + (my_first + i * kWarps) * kTile;
+
+    // The group's scales folded into this lane's query slice (head g), its minimums into a bias.
+    uint32_t qb[kChunks][2][2];
+    float bias = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int hi = 0; hi < 2; ++hi) {
+        const int ch = q4c::KeyChannel(c, t, 0, hi, kHeadDim);
+        const float4 qv = *reinterpret_cast<const float4*>(&s_q[g][ch]);
+        const uint4 pr = *reinterpret_cast<const uint4*>(st + L::kKParams + 4 * ch);
+        const uint32_t h0 = q4c::FoldKeyChannel(qv.x, pr.x, bias);
+        const uint32_t h1 = q4c::FoldKeyChannel(qv.y, pr.y, bias);
+        const uint32_t h2 = q4c::FoldKeyChannel(qv.z, pr.z, bias);
+        const uint32_t h3 = q4c::FoldKeyChannel(qv.w, pr.w, bias);
+        qb[c][hi][0] = h0 | (h2 << 16);  // k-indices 2t, 2t + 1: bytes 0 and 2 of the word
+        qb[c][hi][1] = h1 | (h3 << 16);  // k-indices 2t + 8, 2t + 9: bytes 1 and 3
+      }
+    }
+    bias += __shfl_xor_sync(kFullMask, bias, 1);
+    bias += __shfl_xor_sync(kFullMask, bias, 2);
+    const float bias_even = __shfl_sync(kFullMask, bias, 8 * t);     // head 2t (lane g = 2t)
+    const float bias_odd = __shfl_sync(kFullMask, bias, 8 * t + 4);  // head 2t + 1
+
+    // Scores: s[mt] = (token 16mt + g, head 2t), (.., 2t + 1), (token 16mt + g + 8, 2t), (.., 2t +
+    // 1).
+    float s[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int c = 0; c < kChunks; c += 2) {
+        const int mi = lane / 8;
+        const int tok = 16 * mt + 8 * (mi & 1) + lane % 8;
+        const int cc = c + (mi >> 1);
+        uint32_t r[4];
+        LdMatrixX4(
+            r, st + L::kKCodes + tok * L::kRowBytes + 16 * q4c::SwizzledChunk(tok, cc, kChunks));
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const uint32_t wg = r[2 * u];
+          const uint32_t wg8 = r[2 * u + 1];
+          const uint32_t a_lo[4] = {HalfBits2(Codes<0>(wg)), HalfBits2(Codes<0>(wg8)),
+                                    HalfBits2(Codes<8>(wg)), HalfBits2(Codes<8>(wg8))};
+          MmaF16(acc, a_lo, qb[c + u][0]);
+          const uint32_t a_hi[4] = {HalfBits2(Codes<4>(wg)), HalfBits2(Codes<4>(wg8)),
+                                    HalfBits2(Codes<12>(wg)), HalfBits2(Codes<12>(wg8))};
+          MmaF16(acc, a_hi, qb[c + u][1]);
+        }
+      }
+      const int slot_lo = slot0 + 16 * mt + g;
+      const bool ok_lo = slot_lo >= quant_lo && slot_lo < quant_hi;
+      const bool ok_hi = slot_lo + 8 >= quant_lo && slot_lo + 8 < quant_hi;
+      s[mt][0] = ok_lo ? acc[0] + bias_even : -INFINITY;
+      s[mt][1] = ok_lo ? acc[1] + bias_odd : -INFINITY;
+      s[mt][2] = ok_hi ? acc[2] + bias_even : -INFINITY;
+      s[mt][3] = ok_hi ? acc[3] + bias_odd : -INFINITY;
+    }
+
+    // Online softmax per head; a head's 32 scores live in the 8 lanes that share t.
+    float use[2], alpha[2];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float top = fmaxf(fmaxf(s[0][e], s[0][e + 2]), fmaxf(s[1][e], s[1][e + 2]));
+      for (int offset = 4; offset < 32; offset *= 2) {
+        top = fmaxf(top, __shfl_xor_sync(kFullMask, top, offset));
+      }
+      alpha[e] = q4c::OnlineRescale(run[e], top, use[e]);
+    }
+#pragma unroll
+    for (int m = 0; m < L::kMTiles; ++m) {
+      o[m][0] *= alpha[0];
+      o[m][1] *= alpha[1];
+      o[m][2] *= alpha[0];
+      o[m][3] *= alpha[1];
+    }
+    uint32_t pb[2][2];  // P^T fragments of the two k-steps (tokens 0-15, 16-31)
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      const __half2 p_even = __floats2half2_rn(exp2f(s[mt][0] - use[0]), exp2f(s[mt][2] - use[0]));
+      const __half2 p_odd = __floats2half2_rn(exp2f(s[mt][1] - use[1]), exp2f(s[mt][3] - use[1]));
+      // Sum the rounded probabilities: the weights the MMA uses then sum to the denominator.
+      run[0].l += __low2float(p_even) + __high2float(p_even);
+      run[1].l += __low2float(p_odd) + __high2float(p_odd);
+      // Transpose from the score layout (tokens g, g+8 x heads 2t, 2t+1) to the B fragment
+      // (tokens 2t, 2t+1 | 2t+8, 2t+9 x head g), as attention_decode.cuh does.
+      const int src = 8 * t + g / 2;
+      const uint32_t e_bits = HalfBits2(p_even);
+      const uint32_t o_bits = HalfBits2(p_odd);
+      const uint32_t x_even = __shfl_sync(kFullMask, e_bits, src);
+      const uint32_t x_odd = __shfl_sync(kFullMask, o_bits, src);
+      const uint32_t y_even = __shfl_sync(kFullMask, e_bits, src + 4);
+      const uint32_t y_odd = __shfl_sync(kFullMask, o_bits, src + 4);
+      const uint32_t x = (g & 1) ? x_odd : x_even;
+      const uint32_t y = (g & 1) ? y_odd : y_even;
+      pb[mt][0] = __byte_perm(x, y, 0x5410);
+      pb[mt][1] = __byte_perm(x, y, 0x7632);
+    }
+
+    // O^T += V^T P^T, values dequantized per token pair in fp16.
+#pragma unroll
+    for (int gr = 0; gr < kGroups; ++gr) {
+      __half2 vs[4], vm[4];  // {scale, minimum} of tokens 8bi + 2t, 8bi + 2t + 1
+#pragma unroll
+      for (int bi = 0; bi < 4; ++bi) {
+        const int tok = 8 * bi + 2 * t;
+        const __half2 w0 = Half2FromBits(
+            *reinterpret_cast<const uint32_t*>(st + L::kVParams + (tok * kGroups + gr) * 4));
+        const __half2 w1 = Half2FromBits(
+            *reinterpret_cast<const uint32_t*>(st + L::kVParams + ((tok + 1) * kGroups + gr) * 4));
+        vs[bi] = __lows2half2(w0, w1);
+        vm[bi] = __highs2half2(w0, w1);
+      }
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int c = 2 * gr + u;
+        uint32_t r[4];
+        LdMatrixX4Trans(
+            r, st + L::kVCodes + lane * L::kRowBytes + 16 * q4c::SwizzledChunk(lane, c, kChunks));
+#pragma unroll
+        for (int ks = 0; ks < 2; ++ks) {
+          const uint32_t x = r[2 * ks];
+          const uint32_t y = r[2 * ks + 1];
+          const __half2 sx = vs[2 * ks], mx = vm[2 * ks];
+          const __half2 sy = vs[2 * ks + 1], my = vm[2 * ks + 1];
+          const uint32_t a0[4] = {
+              HalfBits2(__hfma2(Codes<0>(x), sx, mx)), HalfBits2(__hfma2(Codes<4>(x), sx, mx)),
+              HalfBits2(__hfma2(Codes<0>(y), sy, my)), HalfBits2(__hfma2(Codes<4>(y), sy, my))};
+          MmaF16(o[2 * c], a0, pb[ks]);
+          const uint32_t a1[4] = {
+              HalfBits2(__hfma2(Codes<8>(x), sx, mx)), HalfBits2(__hfma2(Codes<12>(x), sx, mx)),
+              HalfBits2(__hfma2(Codes<8>(y), sy, my)), HalfBits2(__hfma2(Codes<12>(y), sy, my))};
+          MmaF16(o[2 * c + 1], a1, pb[ks]);
+        }
+      }
+    }
+  }
+  CpAsyncWait<0>();
+
+#pragma unroll
+  for (int e = 0; e < 2; ++e) {
+    for (int offset = 4; offset < 32; offset *= 2) {
+      run[e].l += __shfl_xor_sync(kFullMask, run[e].l, offset);
+    }
+  }
+  __syncthreads();  // the outputs below overwrite other warps' stages
+  float(*s_o)[kHeadsPerTile][kHeadDim] = reinterpret_cast<float(*)[kHeadsPerTile][kHeadDim]>(smem);
+  if (g == 0) {
+    s_m[warp * kHeadsPerTile + 2 * t] = run[0].m;
+    s_m[warp * kHeadsPerTile + 2 * t + 1] = run[1].m;
+    s_l[warp * kHeadsPerTile + 2 * t] = run[0].l;
+    s_l[warp * kHeadsPerTile + 2 * t + 1] = run[1].l;
+  }
+#pragma unroll
+  for (int m = 0; m < L::kMTiles; ++m) {
+#pragma unroll
+    for (int upper = 0; upper < 2; ++upper) {
+      const int d = q4c::ValueDim(m, upper, g, kHeadDim);
+      s_o[warp][2 * t][d] = o[m][2 * upper];
+      s_o[warp][2 * t + 1][d] = o[m][2 * upper + 1];
+    }
+  }
+}
+
+// The exact tokens of one row (its first `sink` and those in [quant_hi, cache_len)) in fp32:
+// warps take tokens round-robin, lanes split the head dimension. Same outputs as AttendQuantized.
+template <int kHeadDim>
+__device__ __forceinline__ void AttendExact(const Params& p, const Q4ChannelRow& row,
+                                            const float (*s_q)[Layout<kHeadDim>::kQStride],
+                                            uint8_t* smem, float* s_m, float* s_l, int first,
+                                            int quant_hi, int heads_here) {
+  constexpr int kPer = kHeadDim / 32;
+  const Q4ChannelDecodeShape& s = p.s;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int sink_len = min(max(s.cache_len - first, 0), s.sink);
+  const int n_exact = sink_len + max(0, s.cache_len - quant_hi);
+  q4c::SoftmaxRun run[kHeadsPerTile];
+  float o[kHeadsPerTile][kPer];
+#pragma unroll
+  for (int h = 0; h < kHeadsPerTile; ++h) {
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) o[h][i] = 0.0f;
+  }
+  for (int e = warp; e < n_exact; e += kWarps) {
+    const int r = e < sink_len ? e : s.sink + (quant_hi + (e - sink_len) - first) % s.window;
+    const float* kr = row.k_exact + static_cast<int64_t>(r) * kHeadDim;
+    const float* vr = row.v_exact + static_cast<int64_t>(r) * kHeadDim;
+    float kx[kPer], vx[kPer];
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) {
+      kx[i] = kr[lane + 32 * i];
+      vx[i] = vr[lane + 32 * i];
+    }
+#pragma unroll
+    for (int h = 0; h < kHeadsPerTile; ++h) {
+      if (h >= heads_here) break;
+      float dot = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) dot = fmaf(s_q[h][lane + 32 * i], kx[i], dot);
+      dot = WarpSum(dot);
+      float use;
+      const float alpha = q4c::OnlineRescale(run[h], dot, use);
+      const float prob = exp2f(dot - use);
+      run[h].l += prob;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) o[h][i] = fmaf(prob, vx[i], o[h][i] * alpha);
+    }
+  }
+  __syncthreads();
+  float(*s_o)[kHeadsPerTile][kHeadDim] = reinterpret_cast<float(*)[kHeadsPerTile][kHeadDim]>(smem);
+#pragma unroll
+  for (int h = 0; h < kHeadsPerTile; ++h) {
+    if (lane == 0) {
+      s_m[warp * kHeadsPerTile + h] = run[h].m;
+      s_l[warp * kHeadsPerTile + h] = run[h].l;
+    }
+#pragma unroll
+    for (int i = 0; i < kPer; ++i) s_o[warp][h][lane + 32 * i] = o[h][i];
+  }
+}
+
+template <int kHeadDim>
+__global__ void __launch_bounds__(kThreads) DecodeQ4ChannelKernel(Params p) {
+  using L = Layout<kHeadDim>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  float(*s_q)[L::kQStride] = reinterpret_cast<float(*)[L::kQStride]>(smem + L::kQOffset);
+  float* s_m = reinterpret_cast<float*>(smem + L::kStatsOffset);  // [kWarps][kHeadsPerTile]
+  float* s_l = s_m + kWarps * kHeadsPerTile;
+
+  const Q4ChannelDecodeShape& s = p.s;
+  const int part = blockIdx.x;
+  const int head_tile = blockIdx.y % p.head_tiles;
+  const int kv_head = blockIdx.y / p.head_tiles;
+  const int b = blockIdx.z;
+  const int group = s.num_heads / s.num_kv_heads;
+  const int head0 = kv_head * group + head_tile * kHeadsPerTile;
+  const int heads_here = min(kHeadsPerTile, group - head_tile * kHeadsPerTile);
+  const Q4ChannelRow row = p.rows[static_cast<int64_t>(b) * s.num_kv_heads + kv_head];
+
+  // The head tile's queries, rotated like the keys when asked, in log2 units (fp32).
+  for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
+    const int hh = i / kHeadDim;
+    const int d = i % kHeadDim;
+    s_q[hh][d] = hh < heads_here
+                     ? p.q[(static_cast<int64_t>(b) * s.num_heads + head0 + hh) * kHeadDim + d]
+                     : 0.0f;
+  }
+  __syncthreads();
+  float q_mul = s.scale * kLog2e;
+  if (s.keys_rotated) {
+    for (int len = 1; len < kHeadDim; len <<= 1) {
+      for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim / 2; i += kThreads) {
+        const int hh = i / (kHeadDim / 2);
+        const int pair = i % (kHeadDim / 2);
+        const int j = (pair / len) * 2 * len + pair % len;
+        const float x = s_q[hh][j];
+        const float y = s_q[hh][j + len];
+        s_q[hh][j] = x + y;
+        s_q[hh][j + len] = x - y;
+      }
+      __syncthreads();
+    }
+    q_mul *= 1.0f / sqrtf(static_cast<float>(kHeadDim));
+  }
+  for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
+    s_q[i / kHeadDim][i % kHeadDim] *= q_mul;
+  }
+  __syncthreads();
+
+  const int first = max(p.start[b], 0);
+  const int quant_lo = min(first + s.sink, s.cache_len);
+  const int quant_hi = max(quant_lo, s.cache_len - s.window);
+  if (part < p.num_splits) {
+    AttendQuantized<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_lo, quant_hi);
+  } else {
+    AttendExact<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_hi, heads_here);
+  }
+  __syncthreads();
+
+  // Merge the warps and write this part's normalised output and log-sum-exp.
+  const float(*s_o)[kHeadsPerTile][kHeadDim] =
+      reinterpret_cast<const float(*)[kHeadsPerTile][kHeadDim]>(smem);
+  for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
+    const int hh = i / kHeadDim;
+    const int d = i % kHeadDim;
+    if (hh >= heads_here) continue;
+    float m_all = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, s_m[w * kHeadsPerTile + hh]);
+    float acc = 0.0f;
+    float l_all = 0.0f;
+    if (m_all != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) {
+        const float f = exp2f(s_m[w * kHeadsPerTile + hh] - m_all);
+        acc += f * s_o[w][hh][d];
+        l_all += f * s_l[w * kHeadsPerTile + hh];
+      }
+    }
+    const int64_t r = static_cast<int64_t>(b) * s.num_heads + head0 + hh;
+    p.partial_out[(r * p.parts + part) * kHeadDim + d] = l_all > 0.0f ? acc / l_all : 0.0f;
+    if (d == 0) {
+      q4c::SoftmaxRun merged;
+      merged.m = m_all;
+      merged.l = l_all;
+      p.partial_lse[r * p.parts + part] = q4c::RunLse(merged);
+    }
+  }
+}
+
+// One block per (sequence, query head): the parts merged by their log-sum-exp.
+__global__ void MergeQ4ChannelPartsKernel(int parts, int head_dim, const float* partial_out,
+                                          const float* partial_lse, float* out) {
+  const int64_t r = blockIdx.x;
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    out[r * head_dim + d] = q4c::MergeParts(
+        partial_lse + r * parts, partial_out + r * parts * head_dim + d, parts, head_dim);
+  }
+}
+
+inline int HeadTiles(const Q4ChannelDecodeShape& s) {
+  const int group = s.num_heads / s.num_kv_heads;
+  return (group + kHeadsPerTile - 1) / kHeadsPerTile;
+}
+
+inline bool ShapeValid(const Q4ChannelDecodeShape& s) {
+  return s.batch >= 0 && s.batch <= 65535 && s.num_kv_heads > 0 && s.num_heads > 0 &&
+         s.num_heads % s.num_kv_heads == 0 && s.cache_len >= 0 && s.cache_len <= s.max_len &&
+         s.sink >= 0 && s.window >= kQ4ChannelGroup &&
+         static_cast<int64_t>(s.num_kv_heads) * HeadTiles(s) <= 65535;
+}
+
+// Lets the kernel have more than 48 KiB of dynamic shared memory (once per process).
+template <int kHeadDim>
+cudaError_t AllowSmem() {
+  static const cudaError_t err = cudaFuncSetAttribute(DecodeQ4ChannelKernel<kHeadDim>,
+                                                      cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                      Layout<kHeadDim>::kSmemBytes);
+  return err;
+}
+
+template <int kHeadDim>
+cudaError_t Plan(const Q4ChannelDecodeShape& s, Q4ChannelDecodePlan* plan) {
+  int device = 0;
+  int sms = 0;
+  int blocks_per_sm = 0;
+  cudaError_t err = AllowSmem<kHeadDim>();
+  if (err == cudaSuccess) err = cudaGetDevice(&device);
+  if (err == cudaSuccess) {
+    err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  }
+  if (err == cudaSuccess) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &blocks_per_sm, DecodeQ4ChannelKernel<kHeadDim>, kThreads, Layout<kHeadDim>::kSmemBytes);
+  }
+  if (err != cudaSuccess) return err;
+  const long base = static_cast<long>(s.batch) * s.num_kv_heads * HeadTiles(s);
+  const long resident = static_cast<long>(sms) * (blocks_per_sm > 0 ? blocks_per_sm : 1);
+  const long max_tiles = (static_cast<long>(s.max_len) + kTile - 1) / kTile;
+  long most = max_tiles / kMinTilesPerSplit;
+  most = most < 1 ? 1 : (most > kMaxSplits ? kMaxSplits : most);
+  plan->num_splits = q4c::PlanSplitsByWaves(base, resident, most);
+  plan->workspace_bytes = static_cast<size_t>(s.batch) * s.num_heads * (plan->num_splits + 1) *
+                          (kHeadDim + 1) * sizeof(float);
+  return cudaSuccess;
+}
+
+template <int kHeadDim>
+cudaError_t Run(const Params& p_in, void* workspace, cudaStream_t stream) {
+  Params p = p_in;
+  p.head_tiles = HeadTiles(p.s);
+  p.parts = p.num_splits + 1;
+  if (p.s.batch == 0) return cudaSuccess;
+  if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  cudaError_t err = AllowSmem<kHeadDim>();
+  if (err != cudaSuccess) return err;
+  p.partial_out = static_cast<float*>(workspace);
+  p.partial_lse =
+      p.partial_out + static_cast<int64_t>(p.s.batch) * p.s.num_heads * p.parts * kHeadDim;
+  const dim3 grid(p.parts, p.s.num_kv_heads * p.head_tiles, p.s.batch);
+  DecodeQ4ChannelKernel<kHeadDim><<<grid, kThreads, Layout<kHeadDim>::kSmemBytes, stream>>>(p);
+  err = cudaGetLastError();
+  if (err != cudaSuccess) return err;
+  MergeQ4ChannelPartsKernel<<<p.s.batch * p.s.num_heads, 128, 0, stream>>>(
+      p.parts, kHeadDim, p.partial_out, p.partial_lse, p.out);
+  return cudaGetLastError();
+}
+
+}  // namespace decode_q4c
+
+// ---- launchers ----
+
+// True when the default-format kernels (this file and kv_q4_channel.cuh) support head_dim.
+inline bool Q4ChannelHeadDimSupported(int head_dim) {
+  return head_dim == 64 || head_dim == 128 || head_dim == 256;
+}
+
+// Plans the split over the context for `s` on the current device. Call once per shape (batch,
+// heads, head_dim, max_len); the plan holds for every cache_len <= max_len.
+// REQUIRES: Q4ChannelHeadDimSupported(head_dim) (else cudaErrorInvalidValue); window >= 32.
+inline cudaError_t PlanDecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s,
+                                                Q4ChannelDecodePlan* plan) {
+  if (!decode_q4c::ShapeValid(s)) return cudaErrorInvalidValue;
+  STRATA_DISPATCH_Q4C_HEAD_DIM(s.head_dim, kHeadDim,
+                               { return decode_q4c::Plan<kHeadDim>(s, plan); });
+  return cudaSuccess;
+}
+
+// Decode attention over the default 4-bit cache. `rows` is a device array of
+// batch * num_kv_heads Q4ChannelRow (row b * num_kv_heads + h), each with stride >= cache_len and
+// its planes 16-byte aligned; q, out, start (int[batch]) device memory; `workspace` holds
+// plan.workspace_bytes, 16-byte aligned. Every key group with an attended 4-bit token is written
+// (kv_q4_channel.cuh), and the exact rows hold every exact token below cache_len.
+// REQUIRES: as PlanDecodeAttentionQ4Channel; plan made for this shape.
+inline cudaError_t DecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s, const float* q,
+                                            const Q4ChannelRow* rows, const int* start,
+                                            const Q4ChannelDecodePlan& plan, void* workspace,
+                                            float* out, cudaStream_t stream) {
+  if (!decode_q4c::ShapeValid(s) || plan.num_splits < 1) return cudaErrorInvalidValue;
+  decode_q4c::Params p;
+  p.s = s;
+  p.q = q;
+  p.start = start;
+  p.rows = rows;
+  p.out = out;
+  p.num_splits = plan.num_splits;
+  STRATA_DISPATCH_Q4C_HEAD_DIM(s.head_dim, kHeadDim,
+                               { return decode_q4c::Run<kHeadDim>(p, workspace, stream); });
+  return cudaSuccess;
+}
+
+}  // namespace strata::kernels::cuda

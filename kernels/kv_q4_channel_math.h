@@ -1,0 +1,199 @@
+// The arithmetic of decode attention over the default 4-bit cache (kernels/kv_q4_format.h, "Keys
+// by channel"), as __host__ __device__ functions: kernels/cuda/attention_decode_q4c.cuh runs them
+// on the GPU and tests/kernels/kv_q4_channel_math_test.cc proves them against fp64 on the CPU.
+//
+//   - Nibble unpack by the fp16 magic number: a nibble OR-ed into the mantissa of 1024.0 (0x6400)
+//     is the fp16 number 1024 + n exactly; subtracting 1024 leaves n, with no int-to-float convert.
+//   - Which channel each nibble holds, and which channels a lane's MMA fragments cover.
+//   - Key scale folding: within one group of kQ4ChannelGroup tokens every key is
+//     k[c] = n[c]·scale[c] + minimum[c], so q·k = Σ (q[c]·scale[c])·n[c] + Σ q[c]·minimum[c]:
+//     the query is multiplied by the group's scales once (the MMA then sees only the codes) and
+//     the minimums make one score bias per (head, group).
+//   - The log-sum-exp merge of partial softmax results (log2 units, as the kernels use exp2).
+//   - The shared-memory swizzle of code rows, and the host's wave model for the split count.
+#pragma once
+
+#if defined(__CUDACC__)
+#include <cuda_fp16.h>
+#endif
+
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/kv_q4_format.h"
+
+namespace strata::kernels::q4c {
+
+// ---- fp16 bits (exact; the device uses its conversion instructions, the host the same rule) ----
+
+STRATA_Q4_HD inline float HalfBitsToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  return __half2float(__ushort_as_half(h));
+#else
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  } else if (mant == 0) {
+    bits = sign;
+  } else {
+    exp = 113;
+    while ((mant & 0x400u) == 0) {
+      mant <<= 1;
+      --exp;
+    }
+    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
+  }
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+
+// Round to nearest even (as __float2half_rn and F16C).
+STRATA_Q4_HD inline uint16_t FloatToHalfBits(float f) {
+#if defined(__CUDA_ARCH__)
+  return __half_as_ushort(__float2half_rn(f));
+#else
+  uint32_t x;
+  __builtin_memcpy(&x, &f, 4);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t abs = x & 0x7FFFFFFFu;
+  if (abs >= 0x7F800000u) return sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u);
+  if (abs >= 0x477FF000u) return sign | 0x7C00u;
+  if (abs < 0x38800000u) {
+    if (abs < 0x33000000u) return sign;
+    const uint32_t e = abs >> 23;
+    const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
+    const uint32_t shift = 126 - e;
+    uint32_t half = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1u))) ++half;
+    return sign | static_cast<uint16_t>(half);
+  }
+  uint32_t half = (abs >> 13) - (112u << 10);
+  const uint32_t rem = abs & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+  return sign | static_cast<uint16_t>(half);
+#endif
+}
+
+// ---- unpack ----
+
+// The nibbles at bits [shift, shift + 4) and [shift + 16, shift + 20) of w as the fp16 pair
+// {1024 + n_lo, 1024 + n_hi} (n_lo in the low 16 bits). One LOP3 on the device.
+STRATA_Q4_HD constexpr uint32_t NibblePairPlus1024(uint32_t w, int shift) {
+  return ((w >> shift) & 0x000F000Fu) | 0x64006400u;
+}
+
+// The channel that byte `byte` of a token's codes holds in its low (high = 0) or high nibble.
+STRATA_Q4_HD constexpr int ChannelOfNibble(int byte, int high, int head_dim) {
+  const int g = Q4Group(head_dim);
+  const int half = g / 2;
+  return byte / half * g + byte % half + (high != 0 ? half : 0);
+}
+
+// Keys on the tensor cores: lane (g, t) of a warp holds word t of each 16-byte chunk c of its
+// tokens' code rows (ldmatrix), so in the k-step of (chunk c, nibble half `high`) its fragment
+// slots k = 0..3 (MMA k-indices 2t, 2t+8, 2t+1, 2t+9) are channels KeyChannel(c, t, k, high) and
+// the query fragment is built from the same channels. REQUIRES: head_dim % 64 == 0.
+STRATA_Q4_HD constexpr int KeyChannel(int chunk, int t, int k, int high, int head_dim) {
+  return ChannelOfNibble(16 * chunk + 4 * t + k, high, head_dim);
+}
+
+// Values on the tensor cores, transposed (O^T = V^T P^T): lane (g, t) receives b16 element g of
+// chunk c of token pairs (ldmatrix.trans), so m-tile 2c + p has as row g the low nibble and as
+// row g + 8 the high nibble of byte 16c + 2g + p. The output dimension of (m-tile, row).
+STRATA_Q4_HD constexpr int ValueDim(int m_tile, int upper, int g, int head_dim) {
+  return ChannelOfNibble(16 * (m_tile / 2) + 2 * g + m_tile % 2, upper, head_dim);
+}
+
+// ---- key scale folding ----
+
+// One channel of a key group folded into one query head: returns the fp16 bits of q·scale (the
+// MMA operand that multiplies the code) and adds q·minimum to `bias` (fused, as the device does).
+// `param` is the channel's {scale, minimum} fp16 pair as a word (scale in the low half).
+STRATA_Q4_HD inline uint16_t FoldKeyChannel(float q, uint32_t param, float& bias) {
+  const float scale = HalfBitsToFloat(static_cast<uint16_t>(param & 0xFFFFu));
+  const float minimum = HalfBitsToFloat(static_cast<uint16_t>(param >> 16));
+  bias = fmaf(q, minimum, bias);
+  return FloatToHalfBits(q * scale);
+}
+
+// ---- log-sum-exp merge (log2 units) ----
+
+// A running softmax over some scores s (already in log2 units): max m and l = Σ 2^(s - m).
+struct SoftmaxRun {
+  float m = -INFINITY;
+  float l = 0.0f;
+};
+
+// Takes in a block of scores whose max is `block_max`; returns the factor by which everything
+// accumulated so far (l and the weighted outputs) must be scaled, and sets `use` to the new
+// reference (0 when nothing finite was seen, so that inf - inf never happens).
+STRATA_Q4_HD inline float OnlineRescale(SoftmaxRun& run, float block_max, float& use) {
+  const float m_new = fmaxf(run.m, block_max);
+  use = m_new == -INFINITY ? 0.0f : m_new;
+  const float alpha = exp2f(run.m - use);
+  run.m = m_new;
+  run.l *= alpha;
+  return alpha;
+}
+
+// log2 Σ 2^s of a finished run; -inf when it saw nothing.
+STRATA_Q4_HD inline float RunLse(const SoftmaxRun& run) {
+  return run.l > 0.0f ? run.m + log2f(run.l) : -INFINITY;
+}
+
+// One element of the merge of `parts` normalised partial outputs x[i * stride] with their
+// log-sum-exps lse[i]: Σ 2^(lse_i - M) x_i / Σ 2^(lse_i - M), M the largest; 0 when all are
+// empty (-inf).
+STRATA_Q4_HD inline float MergeParts(const float* lse, const float* x, int parts, long stride) {
+  float top = -INFINITY;
+  for (int i = 0; i < parts; ++i) top = fmaxf(top, lse[i]);
+  if (top == -INFINITY) return 0.0f;
+  float acc = 0.0f, weight = 0.0f;
+  for (int i = 0; i < parts; ++i) {
+    if (lse[i] == -INFINITY) continue;
+    const float f = exp2f(lse[i] - top);
+    acc = fmaf(f, x[i * stride], acc);
+    weight += f;
+  }
+  return acc / weight;
+}
+
+// ---- layout ----
+
+// Where 16-byte chunk `chunk` of token `token`'s code row sits in a shared-memory tile (rows of
+// chunks_per_row chunks, back to back): XOR-swizzled so that the eight rows one ldmatrix phase
+// reads at the same chunk fall into eight different 16-byte bank groups.
+// REQUIRES: chunks_per_row in {2, 4, 8}.
+STRATA_Q4_HD constexpr int SwizzledChunk(int token, int chunk, int chunks_per_row) {
+  return chunk ^ ((token / (8 / chunks_per_row)) % chunks_per_row);
+}
+
+// The split count of the wave model: the fewest splits (1..most) whose blocks fill their last wave
+// to >= 95% of `resident` block slots, else the one filling it best. `base` blocks per split.
+inline int PlanSplitsByWaves(long base, long resident, long most) {
+  if (base <= 0 || resident <= 0) return 1;
+  long splits = 1;
+  double best = 0.0;
+  for (long sp = 1; sp <= most; ++sp) {
+    const long blocks = base * sp;
+    const long waves = (blocks + resident - 1) / resident;
+    const double fill = static_cast<double>(blocks) / static_cast<double>(waves * resident);
+    if (fill > best + 1e-9) {
+      best = fill;
+      splits = sp;
+    }
+    if (fill >= 0.95) break;
+  }
+  return static_cast<int>(splits);
+}
+
+}  // namespace strata::kernels::q4c

@@ -1,0 +1,117 @@
+#include "src/backend/cuda/cuda_memory.h"
+
+#include <cstdio>
+#include <string>
+
+#include "src/backend/cuda/cuda_check.h"
+#include "src/backend/cuda/cuda_resources.h"
+#include "src/core/check.h"
+
+namespace strata {
+namespace {
+
+constexpr char kCudaBackend[] = "cuda";
+
+std::string Gib(uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
+  return text;
+}
+
+class CudaDeviceArena final : public DeviceArena {
+ public:
+  CudaDeviceArena(void* base, uint64_t bytes) : DeviceArena(bytes, kCudaBackend), base_(base) {}
+  ~CudaDeviceArena() override {
+    if (base_ != nullptr) cudaFree(base_);
+  }
+
+  static void* Address(const DeviceSpan& span) {
+    const auto& arena = static_cast<const CudaDeviceArena&>(ArenaOf(span, kCudaBackend));
+    return static_cast<uint8_t*>(arena.base_) + OffsetOf(span);
+  }
+
+ private:
+  void* base_;
+};
+
+class CudaBackendEvent final : public Event {
+ public:
+  bool Query() const override {
+    const cudaError_t e = cudaEventQuery(event_.get());
+    if (e == cudaErrorNotReady) return false;
+    STRATA_CUDA_CHECK(e);
+    return true;
+  }
+  void HostWait() const override { event_.Synchronize(); }
+  const CudaEvent& event() const { return event_; }
+
+ private:
+  CudaEvent event_{false};
+};
+
+class CudaBackendStream final : public Stream {
+ public:
+  void CopyToDevice(DeviceSpan dst, std::span<const uint8_t> src) override {
+    STRATA_CHECK(dst.bytes() == src.size());
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(CudaDeviceArena::Address(dst), src.data(), src.size(),
+                                      cudaMemcpyHostToDevice, stream_.get()));
+  }
+  void CopyToHost(std::span<uint8_t> dst, DeviceSpan src) override {
+    STRATA_CHECK(dst.size() == src.bytes());
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst.data(), CudaDeviceArena::Address(src), dst.size(),
+                                      cudaMemcpyDeviceToHost, stream_.get()));
+  }
+  void CopyOnDevice(DeviceSpan dst, DeviceSpan src) override {
+    STRATA_CHECK(dst.bytes() == src.bytes() && !dst.Overlaps(src));
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(CudaDeviceArena::Address(dst),
+                                      CudaDeviceArena::Address(src), dst.bytes(),
+                                      cudaMemcpyDeviceToDevice, stream_.get()));
+  }
+  void Fill(DeviceSpan dst, uint8_t byte) override {
+    STRATA_CUDA_CHECK(
+        cudaMemsetAsync(CudaDeviceArena::Address(dst), byte, dst.bytes(), stream_.get()));
+  }
+  void Record(Event& event) override {
+    static_cast<CudaBackendEvent&>(event).event().Record(stream_.get());
+  }
+  void Wait(const Event& event) override {
+    static_cast<const CudaBackendEvent&>(event).event().Wait(stream_.get());
+  }
+  void Synchronize() override { stream_.Synchronize(); }
+
+  cudaStream_t stream() const { return stream_.get(); }
+
+ private:
+  CudaStream stream_{true};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceArena>> AllocateCudaDeviceArena(uint64_t bytes) {
+  void* base = nullptr;
+  if (bytes > 0) {
+    const cudaError_t e = cudaMalloc(&base, bytes);
+    if (e != cudaSuccess) {
+      cudaGetLastError();  // clear it: the run stops with a message, not an abort
+      size_t free_bytes = 0, total_bytes = 0;
+      cudaMemGetInfo(&free_bytes, &total_bytes);
+      return Status::ResourceExhausted(
+          "cannot allocate the GPU tier's " + Gib(bytes) + " (" + cudaGetErrorString(e) + "; " +
+          Gib(free_bytes) + " of " + Gib(total_bytes) +
+          " free): give the GPU tier less (--gpu-mem-gib) or free the GPU");
+    }
+  }
+  return std::unique_ptr<DeviceArena>(std::make_unique<CudaDeviceArena>(base, bytes));
+}
+
+std::unique_ptr<Stream> MakeCudaBackendStream() { return std::make_unique<CudaBackendStream>(); }
+
+std::unique_ptr<Event> MakeCudaEvent() { return std::make_unique<CudaBackendEvent>(); }
+
+void* CudaAddress(const DeviceSpan& span) { return CudaDeviceArena::Address(span); }
+
+cudaStream_t CudaStreamOf(Stream& stream) {
+  return static_cast<CudaBackendStream&>(stream).stream();
+}
+
+}  // namespace strata

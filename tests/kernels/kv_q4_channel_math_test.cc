@@ -1,0 +1,256 @@
+// The __host__ __device__ arithmetic of the default-format CUDA decode kernel
+// (kernels/kv_q4_channel_math.h), run here on the CPU against fp64 and against the CPU kernels'
+// own reader and writer: fp16 conversions, the magic-number unpack, the nibble-to-channel maps of
+// the MMA fragments, key scale folding, the log-sum-exp merge, the shared-memory swizzle and the
+// wave model.
+#include "kernels/kv_q4_channel_math.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "kernels/cpu/half.h"
+#include "kernels/cpu/kv_q4_channel.h"
+#include "kernels/kv_q4_format.h"
+
+namespace strata::kernels::q4c {
+namespace {
+
+TEST(KvQ4ChannelMathTest, HalfConversionsMatchTheCpuKernels) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float a = HalfBitsToFloat(static_cast<uint16_t>(h));
+    const float b = cpu::HalfBitsToFloat(static_cast<uint16_t>(h));
+    uint32_t x, y;
+    std::memcpy(&x, &a, 4);
+    std::memcpy(&y, &b, 4);
+    ASSERT_EQ(x, y) << "half bits " << h;
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    ASSERT_EQ(FloatToHalfBits(f), cpu::FloatToHalfBits(f)) << "float bits " << bits;
+  }
+}
+
+TEST(KvQ4ChannelMathTest, MagicNumberUnpackGivesTheNibblesExactly) {
+  std::mt19937 rng(9);
+  for (int i = 0; i < 4096; ++i) {
+    const uint32_t w = rng();
+    for (int shift : {0, 4, 8, 12}) {
+      const uint32_t pair = NibblePairPlus1024(w, shift);
+      const double lo = HalfBitsToFloat(static_cast<uint16_t>(pair & 0xFFFF)) - 1024.0;
+      const double hi = HalfBitsToFloat(static_cast<uint16_t>(pair >> 16)) - 1024.0;
+      EXPECT_EQ(lo, static_cast<double>((w >> shift) & 0xF));
+      EXPECT_EQ(hi, static_cast<double>((w >> (shift + 16)) & 0xF));
+    }
+  }
+}
+
+// Every channel once over a lane's fragments (keys) and over the output rows (values), and each
+// nibble's channel as the CPU reader (DequantizeKeyByChannel with unit params) sees it.
+TEST(KvQ4ChannelMathTest, FragmentMapsCoverEveryChannelOnceAsTheCpuReaderSees) {
+  std::mt19937 rng(3);
+  for (int d : {64, 128, 256}) {
+    std::vector<int> key_hits(d, 0), value_hits(d, 0);
+    for (int c = 0; c < d / 32; ++c) {
+      for (int t = 0; t < 4; ++t) {
+        for (int k = 0; k < 4; ++k) {
+          for (int hi = 0; hi < 2; ++hi) ++key_hits[KeyChannel(c, t, k, hi, d)];
+        }
+      }
+    }
+    for (int m = 0; m < d / 16; ++m) {
+      for (int upper = 0; upper < 2; ++upper) {
+        for (int g = 0; g < 8; ++g) ++value_hits[ValueDim(m, upper, g, d)];
+      }
+    }
+    for (int c = 0; c < d; ++c) {
+      EXPECT_EQ(key_hits[c], 1) << "d=" << d << " channel " << c;
+      EXPECT_EQ(value_hits[c], 1) << "d=" << d << " dim " << c;
+    }
+    // Consecutive k slots of a key fragment are consecutive channels (one 16-byte q load).
+    for (int c = 0; c < d / 32; ++c) {
+      for (int t = 0; t < 4; ++t) {
+        for (int k = 1; k < 4; ++k)
+          EXPECT_EQ(KeyChannel(c, t, k, 0, d), KeyChannel(c, t, 0, 0, d) + k);
+      }
+    }
+    std::vector<uint8_t> codes(d / 2);
+    for (uint8_t& b : codes) b = static_cast<uint8_t>(rng());
+    std::vector<uint16_t> unit(2 * d);
+    for (int c = 0; c < d; ++c) {
+      unit[2 * c] = cpu::FloatToHalfBits(1.0f);
+      unit[2 * c + 1] = 0;
+    }
+    std::vector<float> x(d);
+    cpu::DequantizeKeyByChannel(codes.data(), unit.data(), d, x.data());
+    for (int byte = 0; byte < d / 2; ++byte) {
+      EXPECT_EQ(x[ChannelOfNibble(byte, 0, d)], codes[byte] & 0xF);
+      EXPECT_EQ(x[ChannelOfNibble(byte, 1, d)], codes[byte] >> 4);
+    }
+  }
+}
+
+// q·k over a key group written by the CPU writer: the folded form (fp16 q·scale times the codes,
+// plus the fp32 bias, summed in lane order) against fp64 q·(n·scale + minimum).
+TEST(KvQ4ChannelMathTest, FoldedScoresMatchFp64) {
+  constexpr int kC = kQ4ChannelGroup;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int d : {64, 128, 256}) {
+    std::vector<float> keys(static_cast<size_t>(kC) * d);
+    std::vector<float> mean(d), spread(d);
+    for (int c = 0; c < d; ++c) {
+      mean[c] = c % 9 == 0 ? 20.0f * normal(rng) : 0.5f * normal(rng);
+      spread[c] = c % 7 == 0 ? 8.0f : 0.3f;
+    }
+    for (int j = 0; j < kC; ++j) {
+      for (int c = 0; c < d; ++c) keys[j * d + c] = mean[c] + spread[c] * normal(rng);
+    }
+    std::vector<const float*> rows(kC);
+    for (int j = 0; j < kC; ++j) rows[j] = j == 0 ? nullptr : keys.data() + j * d;  // a sink
+    std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d));
+    std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d));
+    cpu::QuantizeKeyGroupByChannel(rows.data(), d, codes.data(), params.data());
+    std::vector<float> q(d);
+    for (float& v : q) v = 0.3f * normal(rng);
+    std::vector<uint16_t> qs(d);
+    for (int j = 1; j < kC; ++j) {
+      const uint8_t* row = codes.data() + static_cast<size_t>(j) * Q4CodeBytes(d);
+      double ref = 0.0, mag = 0.0;
+      float bias_lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      double dot = 0.0;
+      for (int c = 0; c < d / 32; ++c) {
+        for (int t = 0; t < 4; ++t) {
+          for (int hi = 0; hi < 2; ++hi) {
+            for (int k = 0; k < 4; ++k) {
+              const int ch = KeyChannel(c, t, k, hi, d);
+              const uint32_t param =
+                  params[2 * ch] | (static_cast<uint32_t>(params[2 * ch + 1]) << 16);
+              const uint16_t folded = FoldKeyChannel(q[ch], param, bias_lanes[t]);
+              const int byte = 16 * c + 4 * t + k;
+              const int n = hi ? row[byte] >> 4 : row[byte] & 0xF;
+              dot += static_cast<double>(HalfBitsToFloat(folded)) * n;
+              const double kv = n * static_cast<double>(cpu::HalfBitsToFloat(params[2 * ch])) +
+                                cpu::HalfBitsToFloat(params[2 * ch + 1]);
+              ref += static_cast<double>(q[ch]) * kv;
+              mag += std::abs(static_cast<double>(q[ch]) * kv);
+            }
+          }
+        }
+      }
+      // The device sums the four lanes' biases by two butterfly shuffles.
+      const float bias = (bias_lanes[0] + bias_lanes[1]) + (bias_lanes[2] + bias_lanes[3]);
+      const double got = dot + bias;
+      EXPECT_LE(std::abs(got - ref), 1e-3 * mag + 1e-6) << "d=" << d << " token " << j;
+    }
+  }
+}
+
+// A softmax-weighted average split into parts (some empty), each run by OnlineRescale over
+// blocks, merged by MergeParts: against fp64 over all scores at once.
+TEST(KvQ4ChannelMathTest, LogSumExpMergeMatchesFp64) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 300);
+    const float spread = trial % 3 == 0 ? 30.0f : 3.0f;
+    std::vector<float> s(n), v(n);
+    for (int i = 0; i < n; ++i) {
+      s[i] = spread * normal(rng);
+      v[i] = normal(rng);
+    }
+    double top = -INFINITY;
+    for (float x : s) top = std::max<double>(top, x);
+    double num = 0.0, den = 0.0;
+    for (int i = 0; i < n; ++i) {
+      const double w = std::exp2(s[i] - top);
+      num += w * v[i];
+      den += w;
+    }
+    const double ref = num / den;
+    const double ref_lse = top + std::log2(den);
+    // Cut points, with empty parts allowed.
+    const int parts = 1 + static_cast<int>(rng() % 6);
+    std::vector<int> cuts{0, n};
+    for (int p = 1; p < parts; ++p) cuts.push_back(static_cast<int>(rng() % (n + 1)));
+    std::sort(cuts.begin(), cuts.end());
+    std::vector<float> lse, out;
+    for (size_t p = 0; p + 1 < cuts.size(); ++p) {
+      SoftmaxRun run;
+      float acc = 0.0f;
+      const int block = 1 + static_cast<int>(rng() % 40);
+      for (int b0 = cuts[p]; b0 < cuts[p + 1]; b0 += block) {
+        const int b1 = std::min(cuts[p + 1], b0 + block);
+        float block_max = -INFINITY;
+        for (int i = b0; i < b1; ++i) block_max = std::max(block_max, s[i]);
+        float use;
+        acc *= OnlineRescale(run, block_max, use);
+        for (int i = b0; i < b1; ++i) {
+          const float w = exp2f(s[i] - use);
+          run.l += w;
+          acc += w * v[i];
+        }
+      }
+      lse.push_back(RunLse(run));
+      out.push_back(run.l > 0.0f ? acc / run.l : 0.0f);
+      if (cuts[p] == cuts[p + 1]) {
+        EXPECT_EQ(lse.back(), -INFINITY);
+      }
+    }
+    const float got = MergeParts(lse.data(), out.data(), static_cast<int>(lse.size()), 1);
+    EXPECT_NEAR(got, ref, 1e-5 * (1.0 + std::abs(ref))) << "trial " << trial;
+    float top_lse = -INFINITY;
+    double total = 0.0;
+    for (float l : lse) top_lse = std::max(top_lse, l);
+    for (float l : lse) total += l == -INFINITY ? 0.0 : std::exp2(static_cast<double>(l) - top_lse);
+    EXPECT_NEAR(top_lse + std::log2(total), ref_lse, 1e-5 * (1.0 + std::abs(ref_lse)));
+  }
+  const float none[2] = {-INFINITY, -INFINITY};
+  const float x[2] = {1.0f, 2.0f};
+  EXPECT_EQ(MergeParts(none, x, 2, 1), 0.0f);
+}
+
+// The eight rows of one ldmatrix phase, reading the same logical chunk, hit eight different
+// 16-byte bank groups; and each row's chunks stay a permutation.
+TEST(KvQ4ChannelMathTest, SwizzleIsConflictFreeAndAPermutation) {
+  for (int cpr : {2, 4, 8}) {
+    for (int base = 0; base < 32; base += 8) {
+      for (int c = 0; c < cpr; ++c) {
+        std::set<int> groups;
+        for (int r = base; r < base + 8; ++r)
+          groups.insert((r * cpr + SwizzledChunk(r, c, cpr)) % 8);
+        EXPECT_EQ(groups.size(), 8u) << "chunks per row " << cpr << " base " << base;
+      }
+    }
+    for (int r = 0; r < 32; ++r) {
+      std::set<int> at;
+      for (int c = 0; c < cpr; ++c) at.insert(SwizzledChunk(r, c, cpr));
+      EXPECT_EQ(at.size(), static_cast<size_t>(cpr));
+      EXPECT_LT(*at.rbegin(), cpr);
+    }
+  }
+}
+
+TEST(KvQ4ChannelMathTest, WaveModelFillsTheLastWave) {
+  EXPECT_EQ(PlanSplitsByWaves(0, 264, 10), 1);
+  EXPECT_EQ(PlanSplitsByWaves(264, 264, 10), 1);  // exactly one wave
+  // 432 blocks on 396 slots would leave a second wave 9% full: more splits fill it.
+  const int sp = PlanSplitsByWaves(432, 396, 64);
+  const long blocks = 432L * sp;
+  const long waves = (blocks + 395) / 396;
+  EXPECT_GE(static_cast<double>(blocks) / (waves * 396.0), 0.95);
+  EXPECT_GT(sp, 1);
+  EXPECT_EQ(PlanSplitsByWaves(64, 264, 1), 1);   // capped by `most`
+  EXPECT_EQ(PlanSplitsByWaves(64, 264, 64), 4);  // 256 of 264 slots
+}
+
+}  // namespace
+}  // namespace strata::kernels::q4c
