@@ -94,7 +94,8 @@ std::string SpanName(const Step& step, int blocks) {
 BlockExecutor::BlockExecutor(const Model& model, Transformer& transformer, Backend& device_backend,
                              Backend& cpu_backend, const Placement& placement,
                              const MemoryTiers& tiers)
-    : p_(placement),
+    : device_(device_backend),
+      p_(placement),
       position_offset_(model.config().position_offset),
       compute_(model, transformer, device_backend, cpu_backend, placement, tiers),
       transfers_(placement, tiers) {}
@@ -156,7 +157,12 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
   using Clock = std::chrono::steady_clock;
   const Clock::time_point origin = Clock::now();
   const std::vector<Step>& steps = schedule.steps;
-  const auto done = std::make_unique<std::atomic<uint8_t>[]>(steps.size());
+  // given[i]: step i's work has been handed to its stream and events[i] recorded after it.
+  const auto given = std::make_unique<std::atomic<uint8_t>[]>(steps.size());
+  std::vector<std::unique_ptr<Event>> events(steps.size());
+  for (std::unique_ptr<Event>& e : events) e = device_.MakeEvent();
+  std::unique_ptr<Stream> streams[kNumLanes];
+  for (std::unique_ptr<Stream>& s : streams) s = device_.MakeStream();
   std::atomic<int> last_token{INT_MAX};  // token steps after it are skipped
   std::atomic<double> prefill_us{0};
   std::mutex error_mu;
@@ -169,10 +175,16 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
   auto lane_main = [&](int lane) {
     NameThisThread(std::string("strata-") + LaneName(static_cast<Lane>(lane)));
     LaneRecord& record = records[static_cast<size_t>(lane)];
+    Stream& stream = *streams[lane];
     std::minstd_rand rng(options.jitter_seed * 3 + static_cast<uint32_t>(lane));
     for (const Step& step : steps) {
       if (static_cast<int>(step.lane) != lane) continue;
-      for (int w : step.waits) done[w].wait(0);
+      if (!options.skip_waits || !options.skip_waits(step)) {
+        for (int w : step.waits) {
+          given[w].wait(0);
+          stream.Wait(*events[static_cast<size_t>(w)]);
+        }
+      }
       if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {
         int last = last_token.load();
         while (last >= step.token && !last_token.compare_exchange_weak(last, step.token - 1)) {
@@ -200,13 +212,15 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
         }
       }
       guard.End(step, run_it);
-      done[step.id].store(1);
-      done[step.id].notify_all();
+      stream.Record(*events[static_cast<size_t>(step.id)]);
+      given[step.id].store(1);
+      given[step.id].notify_all();
     }
   };
   std::vector<std::thread> lanes;
   for (int l = 0; l < kNumLanes; ++l) lanes.emplace_back(lane_main, l);
   for (std::thread& t : lanes) t.join();
+  for (std::unique_ptr<Stream>& s : streams) s->Synchronize();
 
   metrics.wall_s = std::chrono::duration<double>(Clock::now() - origin).count();
   metrics.prefill_s = prefill_us.load() * 1e-6;

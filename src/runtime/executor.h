@@ -1,9 +1,14 @@
 // BlockExecutor: replays a BlockSchedule for one block on three lanes — load, compute, store —
-// each a thread running its steps in list order (in CUDA builds, a host thread feeding a
-// stream). A step waits only on the per-step events of the steps its buffers need (the schedule's
-// waits), never on a device-wide sync or a queue join; disk transfers go through the FileEnv's
-// own threads or ring. Once every sequence of the block has stopped, the remaining token steps
-// are skipped.
+// each a thread running its steps in list order, with a stream of the device backend
+// (src/backend/memory.h). Each step records an event on its lane's stream once it has been
+// given; a step waits only on the events of the steps its buffers need (the schedule's waits):
+// its thread waits until each such step has been given (so that an event is recorded before
+// anyone waits on it, as CUDA requires), then its stream waits on the event. Never a device-wide
+// sync or a queue join; disk transfers go through the FileEnv's own threads or ring. Once every
+// sequence of the block has stopped, the remaining token steps are skipped.
+// The steps' copies and compute still run on the lane threads themselves, not on the streams, so
+// the device backend's streams must be ones whose waits block their thread (the CPU backend's
+// inline streams); moving the work onto the streams is what lets a GPU run the plan.
 //
 // Every step also checks, as it starts, that each buffer it touches was last written by the step
 // the schedule says and is not being written by another lane (and, when it writes, not being
@@ -12,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -34,6 +40,9 @@ struct ExecutorOptions {
   // reached (the running steps finish, the lanes end, Run returns ok); the block's results
   // are then incomplete. nullptr (the default): never. REQUIRES: *cancel outlives Run.
   const std::atomic<bool>* cancel = nullptr;
+  // Tests: a step for which this returns true skips its waits, so that a test can show that a
+  // missing wait is caught (the step aborts on its buffer checks). Default: none.
+  std::function<bool(const Step&)> skip_waits;
 };
 
 // Thread-compatible: one Run at a time.
@@ -53,6 +62,7 @@ class BlockExecutor {
   Status Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
                  LaneRecord& record);
 
+  Backend& device_;
   const Placement& p_;
   const int position_offset_;  // ModelConfig's, for the input embedding's rows
   BlockCompute compute_;

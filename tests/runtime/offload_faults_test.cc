@@ -1,4 +1,4 @@
-// I/O faults and cancellation in the offloading engine. A FaultInjectingEnv (src/io/fault_env.h)
+// I/O faults, cancellation and the order of lanes in the offloading engine. A FaultInjectingEnv
 // wraps the run's FileEnv (MemoryTiersOptions::wrap_file_env); its rules are added once the
 // tiers exist, so each fault lands while the executor runs a block with weights, KV cache and
 // hidden states on disk. Every fault ends the block with a Status naming the operation and the
@@ -189,6 +189,29 @@ TEST_P(OffloadFaultTest, FaultEndsTheBlockWithAClearError) {
   EXPECT_NE(got.status().message().find(c.file), std::string::npos) << got.status().ToString();
   EXPECT_EQ(ThreadCountSettledAt(threads), threads)
       << "the executor's lanes outlived the failed block";
+}
+
+// The executor's order between lanes comes from its events alone: when every compute step skips
+// its waits (ExecutorOptions::skip_waits), one of them starts before a load it needs has finished
+// and the step's buffer checks stop the process (executor.h). With the waits, the same blocks run
+// in every other test here and in policy_matrix_test.
+TEST(ExecutorEventsDeathTest, ADroppedWaitIsCaught) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Fixture f = Load(2);
+        auto backend = MakeCpuBackend();
+        OffloadOptions o;
+        o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
+        o.tiers.offload_dir = ::testing::TempDir();
+        o.executor.jitter_us = 2000;
+        o.executor.skip_waits = [](const Step& s) { return s.kind == StepKind::kCompute; };
+        for (int attempt = 0; attempt < 20; ++attempt) {
+          OffloadGenerator offload(*f.source, *backend, *f.tokenizer, {}, o);
+          (void)offload.TryGenerate(f.block);
+        }
+      },
+      "a step ran before its input|a buffer in use");
 }
 
 INSTANTIATE_TEST_SUITE_P(
