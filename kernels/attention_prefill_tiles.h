@@ -67,6 +67,28 @@ STRATA_PREFILL_HD KeyTiles KeyTilesFor(int first_new_slot, int start, int new_to
   return t;
 }
 
+// The grid order. Block b of a launch of seq_heads * row_tiles blocks takes the (sequence, KV
+// head) pairs in bands of `band` consecutive pairs; a band's blocks visit its row tiles longest
+// (last) first, every pair of the band at one row tile before the next. The blocks running at
+// once then read the K/V of one or two bands, which stay in L2 (the band is sized for that), and
+// the longest rows of each band start before its short ones, which evens out the causal triangle.
+struct BlockTile {
+  int64_t seq_head = 0;  // b * num_kv_heads + kv_head
+  int64_t row_tile = 0;  // the block's rows are [row_tile * rows_per_tile, ...)
+};
+
+// REQUIRES: 0 <= block < seq_heads * row_tiles; band >= 1.
+STRATA_PREFILL_HD BlockTile BlockTileFor(int64_t block, int64_t seq_heads, int64_t row_tiles,
+                                         int64_t band) {
+  const int64_t band_begin = block / (band * row_tiles) * band;
+  const int64_t in_band = block - band_begin * row_tiles;
+  const int64_t width = seq_heads - band_begin < band ? seq_heads - band_begin : band;
+  BlockTile t;
+  t.seq_head = band_begin + in_band % width;
+  t.row_tile = row_tiles - 1 - in_band / width;
+  return t;
+}
+
 // Whether the query at `slot` may attend the key at `key` (key >= start holds by construction).
 STRATA_PREFILL_HD bool KeyVisible(int key, int slot) { return key <= slot; }
 

@@ -91,6 +91,14 @@ STRATA_Q4_HD constexpr uint32_t NibblePairPlus1024(uint32_t w, int shift) {
   return ((w >> shift) & 0x000F000Fu) | 0x64006400u;
 }
 
+// The same nibbles, for shift >= 4, as {1024 + 16·n_lo, 1024 + 16·n_hi}: masked one nibble above
+// their place, so that a word's four nibble pairs cost one shift instead of three (shift 4 needs
+// none, shifts 8 and 12 share w >> 8). Subtracting 1024 leaves 16·n exactly; the value scale
+// carries the 1/16 (exact for fp16 scales of at least 2^-10, within 2^-25 below).
+STRATA_Q4_HD constexpr uint32_t NibblePairTimes16Plus1024(uint32_t w, int shift) {
+  return ((w >> (shift - 4)) & 0x00F000F0u) | 0x64006400u;
+}
+
 // The channel that byte `byte` of a token's codes holds in its low (high = 0) or high nibble.
 STRATA_Q4_HD constexpr int ChannelOfNibble(int byte, int high, int head_dim) {
   const int g = Q4Group(head_dim);
@@ -118,11 +126,16 @@ STRATA_Q4_HD constexpr int ValueDim(int m_tile, int upper, int g, int head_dim) 
 // One channel of a key group folded into one query head: returns the fp16 bits of q·scale (the
 // MMA operand that multiplies the code) and adds q·minimum to `bias` (fused, as the device does).
 // `param` is the channel's {scale, minimum} fp16 pair as a word (scale in the low half).
-STRATA_Q4_HD inline uint16_t FoldKeyChannel(float q, uint32_t param, float& bias) {
+// FoldKeyChannelProduct is the same before the rounding: q·scale in fp32, so that the device
+// rounds two channels with one packing conversion.
+STRATA_Q4_HD inline float FoldKeyChannelProduct(float q, uint32_t param, float& bias) {
   const float scale = HalfBitsToFloat(static_cast<uint16_t>(param & 0xFFFFu));
   const float minimum = HalfBitsToFloat(static_cast<uint16_t>(param >> 16));
   bias = fmaf(q, minimum, bias);
-  return FloatToHalfBits(q * scale);
+  return q * scale;
+}
+STRATA_Q4_HD inline uint16_t FoldKeyChannel(float q, uint32_t param, float& bias) {
+  return FloatToHalfBits(FoldKeyChannelProduct(q, param, bias));
 }
 
 // ---- log-sum-exp merge (log2 units) ----

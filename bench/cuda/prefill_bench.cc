@@ -8,7 +8,7 @@
 //
 // Prints one "RESULT key=value ..." line per measurement (scripts/gpu_check.sh turns them into a
 // table): kernel=prefill with target= the FlashAttention-2 backend's figure (pass=1 when met) and
-// cudnn= the cuDNN backend's; kernel=prefill_variant for the block size the plan did not choose
+// cudnn= the cuDNN backend's; kernel=prefill_variant for each block shape the plan did not choose
 // (no target); kernel=gemm with target= 0.95 of PyTorch's cuBLAS figure. Exits non-zero only when
 // CUDA fails, never on a missed target; 2 without a CUDA device.
 //
@@ -95,21 +95,22 @@ void RunAttention(const AttentionShape& sh, int reps, const CudaStream& stream,
   STRATA_CUDA_CHECK(cuda_ops::PlanPrefillAttention(s, &planned));
   const double flops =
       4.0 * sh.seqs * sh.heads * static_cast<double>(sh.tokens) * sh.tokens * sh.head_dim / 2.0;
-  for (int warps : {planned.warps, planned.warps == 4 ? 8 : 4}) {
-    cuda_ops::PrefillAttentionPlan plan;
-    plan.warps = warps;
+  const cuda_ops::PrefillAttentionPlan shapes[] = {planned, {4, 16}, {8, 16}, {4, 32}};
+  for (size_t i = 0; i < sizeof(shapes) / sizeof(shapes[0]); ++i) {
+    const cuda_ops::PrefillAttentionPlan& plan = shapes[i];
+    const bool is_plan = i == 0;
+    if (!is_plan && plan.warps == planned.warps && plan.warp_rows == planned.warp_rows) continue;
     const double ms = MedianMs(stream, 3, reps, [&] {
       STRATA_CUDA_CHECK(cuda_ops::PrefillAttentionF16(
           s, plan, q.as<const __half>(), k.as<const __half>(), v.as<const __half>(),
           start.as<const int>(), out.as<__half>(), stream.get()));
     });
     const double tflops = flops / (ms * 1e-3) / 1e12;
-    const bool is_plan = warps == planned.warps;
     std::printf(
         "RESULT kernel=%s head_dim=%d tokens=%d seqs=%d heads=%d kv_heads=%d warps=%d "
-        "ms=%.4f tflops=%.1f",
+        "warp_rows=%d ms=%.4f tflops=%.1f",
         is_plan ? "prefill" : "prefill_variant", sh.head_dim, sh.tokens, sh.seqs, sh.heads,
-        sh.kv_heads, warps, ms, tflops);
+        sh.kv_heads, plan.warps, plan.warp_rows, ms, tflops);
     if (is_plan && sh.fa2_tflops > 0) {
       std::printf(" target=%.0f ratio=%.3f cudnn=%.0f ratio_cudnn=%.3f pass=%d", sh.fa2_tflops,
                   tflops / sh.fa2_tflops, sh.cudnn_tflops, tflops / sh.cudnn_tflops,

@@ -1,6 +1,5 @@
 #include "kernels/cpu/attention_q4.h"
 
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
@@ -124,122 +123,48 @@ void AttendExact(const DecodeAttentionQ4Shape& s, const Q4ExactRows& exact, long
   }
 }
 
-// out[i] = the fp16 h[i] widened, exactly (HalfBitsToFloat), with F16C where the CPU has it.
-__attribute__((target("avx,f16c"))) void WidenHalvesF16c(const uint16_t* h, int n, float* out) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  }
-  for (; i < n; ++i) out[i] = HalfBitsToFloat(h[i]);
-}
-void WidenHalves(const uint16_t* h, int n, float* out) {
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-  if (f16c) {
-    WidenHalvesF16c(h, n, out);
-    return;
-  }
-  for (int i = 0; i < n; ++i) out[i] = HalfBitsToFloat(h[i]);
-}
-
-// A thread's buffers for AttendKeysByChannel.
+// A thread's buffers for AttendChannelAvx512: two parts' outputs and log-sum-exps.
 struct ChannelScratch {
-  std::vector<float> params, scale, minimum, q, zeros, bias, part, lse, acc, ref, sum;
-  std::vector<uint16_t> unit;  // per-token params {1, 0} for a group's slots
+  std::vector<float> part, lse;
 };
 
-// The AVX-512 path's route for keys by channel (the scalar and AVX2 paths walk the key groups
-// themselves, Work::key_phase). Work `w` over keys by channel: tokens [0, w.len) are slots
-// [first_slot, first_slot + len) of a sequence whose first real slot is `start`, all in written
-// groups; k_params is the row's key params plane from slot 0. Each group's part is one call of
-// `attend` with the query times the group's channel scales and unit per-token params, so the path
-// computes q'·codes; q·minimum is the same for every token of the group and only shifts that
-// part's log Σ exp. The parts are merged by their log-sum-exp into w.out (and w.lse when set).
-void AttendKeysByChannel(void (*attend)(const q4::Work&), const q4::Work& w, int first_slot,
-                         int start, const uint16_t* k_params, ChannelScratch& cs) {
-  constexpr int kC = kQ4ChannelGroup;
-  const int d = w.head_dim;
-  const int heads = w.heads;
-  const int g = Q4Group(d);
-  const int groups = d / g;
-  const int halves = Q4ParamHalves(d);            // per token: values, and the unit keys
-  const int group_halves = Q4ChannelParamHalves(d);  // per slot of a group's key params
-  cs.params.resize(2 * static_cast<size_t>(d));
-  cs.scale.resize(static_cast<size_t>(d));
-  cs.minimum.resize(static_cast<size_t>(d));
-  cs.q.resize(static_cast<size_t>(heads) * d);
-  cs.zeros.assign(static_cast<size_t>(heads) * groups, 0.0f);
-  cs.bias.resize(static_cast<size_t>(heads));
-  cs.part.resize(static_cast<size_t>(heads) * d);
-  cs.lse.resize(static_cast<size_t>(heads));
-  // Per head: acc = Σ e^(lse_i - ref) · out_i over the parts so far, sum = Σ e^(lse_i - ref),
-  // ref the largest lse_i.
-  cs.acc.assign(static_cast<size_t>(heads) * d, 0.0f);
-  cs.ref.assign(static_cast<size_t>(heads), -INFINITY);
-  cs.sum.assign(static_cast<size_t>(heads), 0.0f);
-  if (cs.unit.empty()) {
-    cs.unit.assign(static_cast<size_t>(kC) * halves, 0);
-    for (size_t i = 0; i < cs.unit.size(); i += 2) cs.unit[i] = FloatToHalfBits(1.0f);
+// Keys by channel on the AVX-512 path: work `w` whose token 0 is token `phase` of its key group.
+// The path's 16-token tiles must not span two key groups (Work::key_phase), so when `phase` is
+// not a multiple of 16 the tokens before the next multiple are one call and the rest another,
+// merged by their log-sum-exp into w.out (and w.lse when set).
+void AttendChannelAvx512(const q4::Work& w, int phase, ChannelScratch& cs) {
+  const int d = w.head_dim, heads = w.heads;
+  const int lead = (q4::kTile - phase % q4::kTile) % q4::kTile;
+  if (lead == 0 || w.len <= lead) {
+    q4::Work whole = w;
+    whole.key_phase = phase;
+    q4::AttendAvx512(whole);
+    return;
   }
-  for (int t = 0; t < w.len;) {
-    const int group = (first_slot + t - start) / kC;
-    const int group_end = std::min(w.len, start + (group + 1) * kC - first_slot);
-    const uint16_t* p = k_params + (start + static_cast<long>(group) * kC) * group_halves;
-    WidenHalves(p, 2 * d, cs.params.data());
-    for (int c = 0; c < d; ++c) {
-      cs.scale[static_cast<size_t>(c)] = cs.params[2 * static_cast<size_t>(c)];
-      cs.minimum[static_cast<size_t>(c)] = cs.params[2 * static_cast<size_t>(c) + 1];
-    }
-    for (int h = 0; h < heads; ++h) {
-      const float* qh = w.q + static_cast<long>(h) * d;
-      float* out = cs.q.data() + static_cast<long>(h) * d;
-      for (int c = 0; c < d; ++c) out[c] = qh[c] * cs.scale[static_cast<size_t>(c)];
-      // q·minimum summed in 8 fixed lanes, then folded pairwise.
-      const float* m = cs.minimum.data();
-      float lanes[8] = {};
-      int c = 0;
-      for (; c + 8 <= d; c += 8) {
-        for (int j = 0; j < 8; ++j) lanes[j] += qh[c + j] * m[c + j];
-      }
-      for (; c < d; ++c) lanes[c % 8] += qh[c] * m[c];
-      cs.bias[static_cast<size_t>(h)] = ((lanes[0] + lanes[4]) + (lanes[1] + lanes[5])) +
-                                        ((lanes[2] + lanes[6]) + (lanes[3] + lanes[7]));
-    }
-    q4::Work part = w;
-    part.len = group_end - t;
-    part.q = cs.q.data();
-    part.qsum = cs.zeros.data();  // the unit params' minimums are 0
-    part.k_codes = w.k_codes + static_cast<long>(t) * Q4CodeBytes(d);
-    part.k_params = cs.unit.data();
-    part.v_codes = w.v_codes + static_cast<long>(t) * Q4CodeBytes(d);
-    part.v_params = w.v_params + static_cast<long>(t) * halves;
-    part.out = cs.part.data();
-    part.lse = cs.lse.data();
-    attend(part);
-    for (int h = 0; h < heads; ++h) {
-      const size_t i = static_cast<size_t>(h);
-      const float lse = cs.lse[i] + cs.bias[i];
-      float* acc = cs.acc.data() + static_cast<long>(h) * d;
-      if (lse > cs.ref[i]) {  // a new reference: rescale what was accumulated (nothing at first)
-        const float rescale = cs.ref[i] == -INFINITY ? 0.0f : std::exp(cs.ref[i] - lse);
-        for (int c = 0; c < d; ++c) acc[c] *= rescale;
-        cs.sum[i] *= rescale;
-        cs.ref[i] = lse;
-      }
-      const float weight = std::exp(lse - cs.ref[i]);
-      const float* x = cs.part.data() + static_cast<long>(h) * d;
-      for (int c = 0; c < d; ++c) acc[c] += weight * x[c];
-      cs.sum[i] += weight;
-    }
-    t = group_end;
-  }
+  cs.part.resize(2 * static_cast<size_t>(heads) * d);
+  cs.lse.resize(2 * static_cast<size_t>(heads));
+  q4::Work first = w;
+  first.len = lead;
+  first.key_phase = phase;
+  first.out = cs.part.data();
+  first.lse = cs.lse.data();
+  q4::AttendAvx512(first);
+  q4::Work rest = w;
+  rest.len = w.len - lead;
+  rest.key_phase = (phase + lead) % kQ4ChannelGroup;
+  rest.k_codes = w.k_codes + static_cast<long>(lead) * Q4CodeBytes(d);
+  rest.k_params = w.k_params + static_cast<long>(lead) * Q4ChannelParamHalves(d);
+  rest.v_codes = w.v_codes + static_cast<long>(lead) * Q4CodeBytes(d);
+  rest.v_params = w.v_params + static_cast<long>(lead) * Q4ParamHalves(d);
+  rest.out = cs.part.data() + static_cast<long>(heads) * d;
+  rest.lse = cs.lse.data() + heads;
+  q4::AttendAvx512(rest);
+  MergeChunks(cs.part.data(), cs.lse.data(), 2, heads, d, w.out);
+  if (w.lse == nullptr) return;
   for (int h = 0; h < heads; ++h) {
-    const size_t i = static_cast<size_t>(h);
-    const float inv = 1.0f / cs.sum[i];
-    const float* acc = cs.acc.data() + static_cast<long>(h) * d;
-    float* out = w.out + static_cast<long>(h) * d;
-    for (int c = 0; c < d; ++c) out[c] = acc[c] * inv;
-    if (w.lse != nullptr) w.lse[h] = cs.ref[i] + std::log(cs.sum[i]);
+    const float a = cs.lse[static_cast<size_t>(h)], b = cs.lse[static_cast<size_t>(heads + h)];
+    const float top = std::max(a, b);
+    w.lse[h] = top + std::log(std::exp(a - top) + std::exp(b - top));
   }
 }
 
@@ -341,8 +266,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       w.lse = range_lse;
       w.scratch = scratch.data()->f;
       if (s.keys_by_channel && attend == q4::AttendAvx512) {
-        AttendKeysByChannel(attend, w, lo, first,
-                            k.params + i * s.max_len * Q4ChannelParamHalves(d), channel);
+        AttendChannelAvx512(w, (lo - first) % kQ4ChannelGroup, channel);
       } else {
         if (s.keys_by_channel) w.key_phase = (lo - first) % kQ4ChannelGroup;
         attend(w);

@@ -8,6 +8,9 @@
 // with the query in exact integer arithmetic (VNNI, the query split into signed-byte digits, see
 // kQMax), and value codes are weighted the same way (the step's weights p · scale split into
 // digits, see kWMax): per group p·v' = scale·(p·n) + minimum·p, the codes never widened to floats.
+// Keys by channel (Work::key_phase) take the same loop: when a tile starts a new key group, the
+// query times the group's channel scales is split into digits, and q·minimums is the tiles' score
+// offset (ChannelQuery).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -17,6 +20,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/attention_q4_paths.h"
+#include "kernels/kv_q4_format.h"
 
 // GCC 12's AVX-512 intrinsics build their pass-through operand from _mm512_undefined_*(), which
 // -W(maybe-)uninitialized flag once inlined here (GCC bug 105593, fixed in GCC 13).
@@ -376,17 +380,17 @@ STRATA_AVX512_OUTLINE void StepValues(const Quad* quads, int count, const StepWe
   for (int h = 0; h < H; ++h) AddWeighted(sum[h], corr[h], w[h].s, acc + h * d);
 }
 
-// Asks for the codes and params of the tile at t. ScoreStep asks for each tile one step ahead:
-// with the hardware prefetcher alone the core waits on DRAM (further ahead, or a whole step at
-// once, measured no better).
-STRATA_AVX512_INLINE void PrefetchTile(const uint8_t* codes, const uint16_t* params, int t, int len,
-                                       int d) {
+// Asks for the codes and params (`halves` fp16 values per token) of the tile at t. ScoreStep asks
+// for each tile one step ahead: with the hardware prefetcher alone the core waits on DRAM (further
+// ahead, or a whole step at once, measured no better).
+STRATA_AVX512_INLINE void PrefetchTile(const uint8_t* codes, const uint16_t* params, int halves,
+                                       int t, int len, int d) {
   if (t >= len) return;
   const char* c = reinterpret_cast<const char*>(codes + static_cast<long>(t) * (d / 2));
 #pragma GCC unroll 16
   for (int i = 0; i < kTile * d / 2; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
-  const char* p = reinterpret_cast<const char*>(params + static_cast<long>(t) * (d / 32));
-  for (int i = 0; i < kTile * d / 16; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
+  const char* p = reinterpret_cast<const char*>(params + static_cast<long>(t) * halves);
+  for (int i = 0; i < kTile * halves * 2; i += 64) _mm_prefetch(p + i, _MM_HINT_T0);
 }
 
 // Scores may exceed the softmax reference by this much before it is raised: e^16 leaves the
@@ -396,6 +400,7 @@ constexpr float kSlack = 16.0f;
 // The state of one work item between steps.
 struct Pass {
   int d, groups, heads, patterns;
+  int key_halves;  // fp16 values of key params per token (keys by channel: per slot)
   const Work* w;
   float* kparams;        // [kStepTiles, groups, 2, kTile]
   float* vparams;        // [kStepTiles, groups, 2, kTile]
@@ -405,8 +410,17 @@ struct Pass {
   __m512* state;         // per head: Σ probability (lane-wise), softmax reference (lane 0), then
                          // per group Σ probability · value minimum, lane-wise
   int slots;             // vectors of `state` per head
-  const __m512i* qd;     // [heads, patterns, 6]: the query's digit vectors (TileKeyDots)
-  const float* qscale;   // [heads, groups]: s of those digits
+  __m512i* qd;           // [heads, patterns, 6]: the query's digit vectors (TileKeyDots)
+  float* qscale;         // [heads, groups]: s of those digits
+  // Keys by channel (w->key_phase >= 0): qd and qscale are those of q times the channel scales of
+  // key group *key_group (ChannelQuery), bias is q·minimums of that group per head, chq the scaled
+  // query [heads, head_dim]; tscale [kStepTiles, heads, groups] and tbias [kStepTiles, heads]
+  // hold the qscale and bias of each tile of the step being scored.
+  int* key_group;
+  float* chq;
+  float* bias;
+  float* tscale;
+  float* tbias;
   const __m512i* perm;   // [groups]: lane of its slot vector that token t of group g sits in
   const __m512i* which;  // [groups]: which slot vector that is
   __m512i* dots;         // [kStepTiles, heads, groups]: the step's Σ Q n, token lanes
@@ -440,9 +454,9 @@ STRATA_AVX512_INLINE Digits16 SplitDigits(__m512 x) {
   return {_mm512_cvtepi32_epi8(a), _mm512_cvtepi32_epi8(b), _mm512_cvtepi32_epi8(c)};
 }
 
-// Writes head h's query digits and scales (TileKeyDots) for the `patterns` chunk layouts.
-STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale) {
-  const float* q = s.w->q + static_cast<long>(h) * s.d;
+// Writes the digits and scales (TileKeyDots) of one head's query q for the `patterns` chunk
+// layouts.
+STRATA_AVX512 void QueryDigits(const Pass& s, const float* q, __m512i* qd, float* qscale) {
   const __m512 sign = _mm512_set1_ps(-0.0f);
   for (int g = 0; g < s.groups; ++g) {
     __m512 m = _mm512_setzero_ps();
@@ -454,6 +468,10 @@ STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale)
   for (int p = 0; p < s.patterns; ++p) {
     alignas(64) int8_t digits[6][64];
     for (int row = 0; row < 2; ++row) {  // the chunk's two 32-byte group rows
+      if (row == 1 && s.groups == 1) {  // both rows are group 0's (keys by channel redo this often)
+        for (int k = 0; k < 6; ++k) std::memcpy(&digits[k][32], &digits[k][0], 32);
+        break;
+      }
       const int g = (2 * p + row) % s.groups;
       const __m512 inv = _mm512_set1_ps(qscale[g] > 0.0f ? 1.0f / qscale[g] : 0.0f);
       for (int hi = 0; hi < 2; ++hi) {
@@ -470,6 +488,44 @@ STRATA_AVX512 void QueryDigits(const Pass& s, int h, __m512i* qd, float* qscale)
   }
 }
 
+// Keys by channel: the query of one key group from its params (scale of channel c at 2c, minimum
+// at 2c + 1): per head, the digits and scales of q' = q times the channel scales into s.qd and
+// s.qscale, and q·minimums into s.bias. Then q'·n + bias is each of the group's scores.
+STRATA_AVX512 void ChannelQuery(const Pass& s, const uint16_t* params) {
+  const int d = s.d;
+  const __m512i one = _mm512_load_si512(kParamOrder.one);  // 16 channels' scales, then minima
+  for (int h = 0; h < s.heads; ++h) {
+    const float* q = s.w->q + static_cast<long>(h) * d;
+    float* out = s.chq + static_cast<long>(h) * d;
+    __m512 dot = _mm512_setzero_ps();
+    for (int c = 0; c < d; c += 16) {
+      const __m512i halves = _mm512_permutexvar_epi16(one, _mm512_loadu_si512(params + 2 * c));
+      const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(halves));
+      const __m512 minimum = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1));
+      const __m512 x = _mm512_loadu_ps(q + c);
+      _mm512_storeu_ps(out + c, _mm512_mul_ps(x, scale));
+      dot = _mm512_fmadd_ps(x, minimum, dot);
+    }
+    s.bias[h] = _mm512_reduce_add_ps(dot);
+    QueryDigits(s, out, s.qd + h * 6 * s.patterns, s.qscale + h * s.groups);
+  }
+}
+
+// Keys by channel: readies the query of the key group of the tile at t (whose tokens all lie in
+// one group) and keeps its digit scales and score offsets as tile u's.
+STRATA_AVX512 void ChannelTile(const Pass& s, int t, int u) {
+  constexpr int kC = kQ4ChannelGroup;
+  const Work& w = *s.w;
+  const int group = (t + w.key_phase) / kC;
+  if (*s.key_group != group) {
+    *s.key_group = group;
+    ChannelQuery(s, w.k_params + (static_cast<long>(group) * kC - w.key_phase) * s.key_halves);
+  }
+  const int scales = s.heads * s.groups;
+  std::memcpy(s.tscale + u * scales, s.qscale, sizeof(float) * scales);
+  std::memcpy(s.tbias + u * s.heads, s.bias, sizeof(float) * s.heads);
+}
+
 // Scores of the step at t0 (kStepTiles tiles) from the key codes, then the online-softmax update:
 // the weights and rescale factors for the step's values go to parity `b` of the buffers. The
 // reference the probabilities are taken against only moves up when a score passes it by kSlack.
@@ -483,12 +539,16 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   __mmask16 valid[kStepTiles];
   for (int u = 0; u < kStepTiles; ++u) {  // tile u: tokens t0 + 16 u ..
     const int t = t0 + u * kTile, n = std::clamp(w.len - t, 0, kTile);
-    PrefetchTile(w.k_codes, w.k_params, t + kStep, w.len, d);
-    PrefetchTile(w.v_codes, w.v_params, t + kStep, w.len, d);
+    PrefetchTile(w.k_codes, w.k_params, s.key_halves, t + kStep, w.len, d);
+    PrefetchTile(w.v_codes, w.v_params, 2 * groups, t + kStep, w.len, d);
     valid[u] = static_cast<__mmask16>((1u << n) - 1);
     if (n == 0) continue;
-    UnpackParams(w.k_params + static_cast<long>(t) * 2 * groups, n, groups,
-                 s.kparams + u * 2 * groups * kTile);
+    if (w.key_phase >= 0) {
+      ChannelTile(s, t, u);
+    } else {
+      UnpackParams(w.k_params + static_cast<long>(t) * 2 * groups, n, groups,
+                   s.kparams + u * 2 * groups * kTile);
+    }
     UnpackParams(w.v_params + static_cast<long>(t) * 2 * groups, n, groups,
                  s.vparams + u * 2 * groups * kTile);
     const uint8_t* codes = w.k_codes + static_cast<long>(t) * (d / 2);
@@ -504,8 +564,16 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
   for (int h = 0; h < heads; ++h) {
     __m512 score[kStepTiles];
     for (int u = 0; u < kStepTiles; ++u) {
-      const float* kp = s.kparams + u * 2 * groups * kTile;
       const __m512i* dots = s.dots + (u * heads + h) * groups;
+      if (w.key_phase >= 0) {  // keys by channel: q'·n + bias, q' of the tile's key group
+        const float* ts = s.tscale + (u * heads + h) * groups;
+        score[u] = _mm512_set1_ps(s.tbias[u * heads + h]);
+        for (int g = 0; g < groups; ++g) {
+          score[u] = _mm512_fmadd_ps(_mm512_set1_ps(ts[g]), _mm512_cvtepi32_ps(dots[g]), score[u]);
+        }
+        continue;
+      }
+      const float* kp = s.kparams + u * 2 * groups * kTile;
       score[u] = _mm512_setzero_ps();
       for (int g = 0; g < groups; ++g) {
         const __m512 scale = _mm512_mul_ps(_mm512_loadu_ps(kp + 2 * g * kTile),
@@ -604,9 +672,10 @@ STRATA_AVX512 void Pipeline(const Pass& s) {
 // independent work instead of stalling the value loop that depends on it.
 STRATA_AVX512 void AttendAvx512(const Work& w) {
   const int d = w.head_dim, groups = d / 64, heads = w.heads;
+  const int key_halves = w.key_phase >= 0 ? Q4ChannelParamHalves(d) : 2 * groups;
   for (int t = 0; t < kStep; t += kTile) {  // the first step arrives during the setup below
-    PrefetchTile(w.k_codes, w.k_params, t, w.len, d);
-    PrefetchTile(w.v_codes, w.v_params, t, w.len, d);
+    PrefetchTile(w.k_codes, w.k_params, key_halves, t, w.len, d);
+    PrefetchTile(w.v_codes, w.v_params, 2 * groups, t, w.len, d);
   }
   const Layout l = ScratchLayout(heads, d, w.len);
   Pass s;
@@ -615,6 +684,7 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.heads = heads;
   s.w = &w;
   s.patterns = groups % 2 == 1 ? groups : groups / 2;
+  s.key_halves = key_halves;
   s.kparams = w.scratch + l.kparams;
   s.vparams = w.scratch + l.vparams;
   s.weights = reinterpret_cast<StepWeights*>(w.scratch + l.weights);
@@ -634,6 +704,12 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.quads = reinterpret_cast<Quad*>(w.scratch + l.quads);
   s.vtail = reinterpret_cast<uint8_t*>(w.scratch + l.vtail);
   s.acc = w.scratch + l.acc;
+  int key_group = -1;  // keys by channel: no group's query is ready yet
+  s.key_group = &key_group;
+  s.chq = w.scratch + l.chq;
+  s.bias = w.scratch + l.chbias;
+  s.tscale = w.scratch + l.chtile;
+  s.tbias = s.tscale + kStepTiles * heads * groups;
   alignas(64) uint8_t gather[2][64];  // lane i, byte r: byte 16 j + i of row r (QuadCodes)
   for (int j = 0; j < 2; ++j) {
     for (int i = 0; i < 16; ++i) {
@@ -658,7 +734,7 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
     perm[groups + g] = _mm512_load_si512(vec);
   }
   for (int h = 0; h < heads; ++h) {
-    QueryDigits(s, h, qd + h * 6 * s.patterns, qscale + h * groups);
+    if (w.key_phase < 0) QueryDigits(s, w.q + h * d, qd + h * 6 * s.patterns, qscale + h * groups);
     __m512* st = s.state + h * s.slots;
     st[0] = _mm512_setzero_ps();
     st[1] = _mm512_set1_ps(-INFINITY);

@@ -23,7 +23,9 @@ struct Work {
   // kQ4ChannelGroup tokens, and every attended token lies in a written group; k_params is then
   // the row's key params plane at token 0's slot (Q4ChannelParamHalves(head_dim) per slot), and
   // the path folds each group's channel scales into q and its minimums into one score offset.
-  // Only the scalar and AVX2 paths take it (attention_q4.cc runs AVX-512 a group at a time).
+  // REQUIRES (AVX-512 path): no tile of kTile tokens from token 0 spans two key groups, that is
+  // key_phase % kTile == 0 or key_phase % kTile + len <= kTile (attention_q4.cc splits off the
+  // tokens before the first such boundary).
   int key_phase = -1;
   const uint8_t* k_codes = nullptr;  // row of the first attended slot
   const uint16_t* k_params = nullptr;
@@ -58,8 +60,10 @@ struct Layout {
   size_t quads;    // kStep / 4 x 4 vectors: one group's value codes of a step, four tokens a lane
   size_t vtail;    // 4 rows of one group's value codes: a partial last quad, zero-padded
   size_t chq;      // keys by channel (AVX2): [2, heads, head_dim], q times the channel scales of
-                   // the key groups of even and odd index
+                   // the key groups of even and odd index (AVX-512: the first half, one group)
   size_t chbias;   // keys by channel (AVX2): [2, heads rounded up to 16], q·minimums of those
+  size_t chtile;   // keys by channel (AVX-512): per tile of a step, [heads, groups] digit scales,
+                   // then [heads] q·minimums
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -84,7 +88,8 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.vtail = l.quads + kStep / 4 * 4 * 16;
   l.chq = l.vtail + 4 * 32 / 4;
   l.chbias = l.chq + 2 * h * g * 64;
-  l.total = l.chbias + 2 * ((h + 15) / 16 * 16);
+  l.chtile = l.chbias + 2 * ((h + 15) / 16 * 16);
+  l.total = l.chtile + (kStepTiles * h * (g + 1) + 15) / 16 * 16;
   return l;
 }
 

@@ -5,17 +5,19 @@
 // may keep each (sequence, KV head) row wherever its tier puts it.
 //
 // Work partitioning (flash-decoding). A block owns one (sequence, KV head, head tile of up to 8
-// query heads) and one part: part p < num_splits is a contiguous run of the row's 32-token tiles
-// (tile k = slots start + 32k ... + 31, exactly one key group), part num_splits the exact rows.
-// Its 4 warps take the run's tiles round-robin, each with its own online softmax, and merge through
-// shared memory; every part writes a normalised partial output and its log-sum-exp (log2 units),
-// and MergePartsKernel combines them. The split count is planned on the host by a wave model.
+// query heads) and one split: a contiguous run of the row's 32-token tiles (tile k = slots
+// start + 32k ... + 31, exactly one key group); the last split also attends the exact rows, so no
+// block is left holding a slot for a few fp32 rows. Its 4 warps take the run's tiles round-robin,
+// each with its own online softmax, and merge through shared memory; with several splits every
+// split writes a normalised partial output and its log-sum-exp (log2 units) and
+// MergeQ4ChannelPartsKernel combines them, with one split the block writes the output itself.
+// The split count is planned on the host by a wave model over the resident blocks.
 //
-// Bytes in flight, not occupancy, hide the memory latency: each warp streams its tiles through
-// its own ring of kStages shared-memory stages with cp.async (codes, the group's key parameters
-// and the tokens' value parameters of one tile per stage), kStages - 1 tiles ahead of the one it
-// computes. Rows outside the attended 4-bit range are zero-filled, never read. Code rows are
-// XOR-swizzled (SwizzledChunk) so that ldmatrix reads them without bank conflicts.
+// Each warp streams its tiles through its own ring of kStages shared-memory stages with cp.async
+// (codes, the group's key parameters and the tokens' value parameters of one tile per stage),
+// kStages - 1 tiles ahead of the one it computes; the stages are few so that many warps stay
+// resident (see Layout). Rows outside the attended 4-bit range are zero-filled, never read. Code
+// rows are XOR-swizzled (SwizzledChunk) so that ldmatrix reads them without bank conflicts.
 //
 // Tensor cores, transposed, as attention_decode.cuh: S^T[32 tokens, 8 heads] = N[32, d] Q'^T and
 // O^T[d, 8 heads] += V^T[d, 32] P^T. Per tile (= key group) each lane folds the group's channel
@@ -80,25 +82,36 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 // Shared memory of one block, in bytes. Per warp, kStages stages of one tile each:
 //   K codes [32][d/2] and V codes [32][d/2] (swizzled 16-byte chunks), the group's key params
 //   [d][2] fp16, the tokens' value params [32][d/64][2] fp16: 38·d bytes a stage.
-// After the loop the stages are reused for the warps' outputs.
+// After the loop the stages are reused for the outputs of kOutSlots partial softmax runs: the
+// warps' quantized runs, then (last split only) their exact-row runs.
+//
+// The kernel is issue-bound, not latency-bound (H100, 2026-11-27: 4 stages at head_dim 128 held
+// 2 blocks, 8 warps an SM, which kept the DRAM 63% busy while waiting on their own instruction
+// chains): few stages and more resident warps. One tile ahead per warp is enough once 16 warps
+// share an SM, since each warp then computes a tile in several µs, past the DRAM latency.
+// kMinBlocks caps the registers (__launch_bounds__) so that the shared memory is the only limit.
 template <int kHeadDim>
 struct Layout {
   static constexpr int kRowBytes = kHeadDim / 2;
   static constexpr int kChunks = kHeadDim / 32;  // 16-byte chunks per code row
   static constexpr int kGroups = kHeadDim / 64;  // value groups per token
   static constexpr int kMTiles = kHeadDim / 16;
-  static constexpr int kStages = kHeadDim >= 256 ? 2 : 4;
+  static constexpr int kStages = kHeadDim >= 128 ? 2 : 3;
+  static constexpr int kMinBlocks = kHeadDim == 64 ? 6 : (kHeadDim == 128 ? 4 : 2);
+  static constexpr int kOutSlots = 2 * kWarps;
   static constexpr int kKCodes = 0;
   static constexpr int kVCodes = kTile * kRowBytes;
   static constexpr int kKParams = 2 * kTile * kRowBytes;
   static constexpr int kVParams = kKParams + 4 * kHeadDim;
   static constexpr int kStageBytes = kVParams + kTile * kGroups * 4;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
-  static constexpr int kQStride = kHeadDim + 4;  // floats; the pad spreads heads over banks
+  // Floats a head. The fold's float4 reads put heads g and g + 1 in one 8-lane phase at channels
+  // 4t: a 16-float pad moves the next head 16 banks on, so that the phase is conflict-free.
+  static constexpr int kQStride = kHeadDim + 16;
   static constexpr int kQOffset = kPipeBytes;
   static constexpr int kStatsOffset = kQOffset + kHeadsPerTile * kQStride * 4;
-  static constexpr int kSmemBytes = kStatsOffset + 2 * kWarps * kHeadsPerTile * 4;
-  static_assert(kWarps * kHeadsPerTile * kHeadDim * 4 <= kPipeBytes, "outputs alias the stages");
+  static constexpr int kSmemBytes = kStatsOffset + 2 * kOutSlots * kHeadsPerTile * 4;
+  static_assert(kOutSlots * kHeadsPerTile * kHeadDim * 4 <= kPipeBytes, "outputs alias the stages");
   static_assert(kStageBytes % 16 == 0, "stages stay 16-byte aligned");
 };
 
@@ -109,9 +122,9 @@ struct Params {
   const Q4ChannelRow* rows = nullptr;
   float* out = nullptr;
   int num_splits = 1;
-  int parts = 2;  // num_splits + the exact part
+  int parts = 1;  // = num_splits; the last split also attends the exact rows
   int head_tiles = 1;
-  float* partial_out = nullptr;  // [batch * num_heads, parts, head_dim]
+  float* partial_out = nullptr;  // [batch * num_heads, parts, head_dim]; unused for one part
   float* partial_lse = nullptr;  // [batch * num_heads, parts], log2 units
 };
 
@@ -161,6 +174,13 @@ __device__ __forceinline__ void LdMatrixX4Trans(uint32_t (&r)[4], const void* p)
 template <int kShift>
 __device__ __forceinline__ __half2 Codes(uint32_t w) {
   return __hsub2(Half2FromBits(q4c::NibblePairPlus1024(w, kShift)), Half2FromBits(0x64006400u));
+}
+// The same times 16, for the values' high nibbles (kShift 4 and 12) whose scale is taken / 16:
+// one shift a word instead of three. (On the keys it costs the head_dim 64 kernel its registers.)
+template <int kShift>
+__device__ __forceinline__ __half2 Codes16(uint32_t w) {
+  return __hsub2(Half2FromBits(q4c::NibblePairTimes16Plus1024(w, kShift)),
+                 Half2FromBits(0x64006400u));
 }
 
 // The 4-bit tiles [split's run) of one row: each warp's loads, folds, MMAs and online softmax.
@@ -254,12 +274,12 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
         const int ch = q4c::KeyChannel(c, t, 0, hi, kHeadDim);
         const float4 qv = *reinterpret_cast<const float4*>(&s_q[g][ch]);
         const uint4 pr = *reinterpret_cast<const uint4*>(st + L::kKParams + 4 * ch);
-        const uint32_t h0 = q4c::FoldKeyChannel(qv.x, pr.x, bias);
-        const uint32_t h1 = q4c::FoldKeyChannel(qv.y, pr.y, bias);
-        const uint32_t h2 = q4c::FoldKeyChannel(qv.z, pr.z, bias);
-        const uint32_t h3 = q4c::FoldKeyChannel(qv.w, pr.w, bias);
-        qb[c][hi][0] = h0 | (h2 << 16);  // k-indices 2t, 2t + 1: bytes 0 and 2 of the word
-        qb[c][hi][1] = h1 | (h3 << 16);  // k-indices 2t + 8, 2t + 9: bytes 1 and 3
+        const float f0 = q4c::FoldKeyChannelProduct(qv.x, pr.x, bias);
+        const float f1 = q4c::FoldKeyChannelProduct(qv.y, pr.y, bias);
+        const float f2 = q4c::FoldKeyChannelProduct(qv.z, pr.z, bias);
+        const float f3 = q4c::FoldKeyChannelProduct(qv.w, pr.w, bias);
+        qb[c][hi][0] = PackHalf2(f0, f2);  // k-indices 2t, 2t + 1: bytes 0 and 2 of the word
+        qb[c][hi][1] = PackHalf2(f1, f3);  // k-indices 2t + 8, 2t + 9: bytes 1 and 3
       }
     }
     bias += __shfl_xor_sync(kFullMask, bias, 1);
@@ -312,12 +332,16 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
       }
       alpha[e] = q4c::OnlineRescale(run[e], top, use[e]);
     }
+    // Past the first tiles the maxima rarely move: skip the rescale when no head's did (not at
+    // head_dim 64, whose 16 multiplies cost less than the registers of the vote).
+    if (kHeadDim == 64 || !__all_sync(kFullMask, alpha[0] == 1.0f && alpha[1] == 1.0f)) {
 #pragma unroll
-    for (int m = 0; m < L::kMTiles; ++m) {
-      o[m][0] *= alpha[0];
-      o[m][1] *= alpha[1];
-      o[m][2] *= alpha[0];
-      o[m][3] *= alpha[1];
+      for (int m = 0; m < L::kMTiles; ++m) {
+        o[m][0] *= alpha[0];
+        o[m][1] *= alpha[1];
+        o[m][2] *= alpha[0];
+        o[m][3] *= alpha[1];
+      }
     }
     uint32_t pb[2][2];  // P^T fragments of the two k-steps (tokens 0-15, 16-31)
 #pragma unroll
@@ -368,13 +392,16 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
           const uint32_t y = r[2 * ks + 1];
           const __half2 sx = vs[2 * ks], mx = vm[2 * ks];
           const __half2 sy = vs[2 * ks + 1], my = vm[2 * ks + 1];
+          const __half2 sx16 = __hmul2(sx, Half2FromBits(0x2C002C00u));  // scale / 16, exact
+          const __half2 sy16 = __hmul2(sy, Half2FromBits(0x2C002C00u));
           const uint32_t a0[4] = {
-              HalfBits2(__hfma2(Codes<0>(x), sx, mx)), HalfBits2(__hfma2(Codes<4>(x), sx, mx)),
-              HalfBits2(__hfma2(Codes<0>(y), sy, my)), HalfBits2(__hfma2(Codes<4>(y), sy, my))};
+              HalfBits2(__hfma2(Codes<0>(x), sx, mx)), HalfBits2(__hfma2(Codes16<4>(x), sx16, mx)),
+              HalfBits2(__hfma2(Codes<0>(y), sy, my)), HalfBits2(__hfma2(Codes16<4>(y), sy16, my))};
           MmaF16(o[2 * c], a0, pb[ks]);
-          const uint32_t a1[4] = {
-              HalfBits2(__hfma2(Codes<8>(x), sx, mx)), HalfBits2(__hfma2(Codes<12>(x), sx, mx)),
-              HalfBits2(__hfma2(Codes<8>(y), sy, my)), HalfBits2(__hfma2(Codes<12>(y), sy, my))};
+          const uint32_t a1[4] = {HalfBits2(__hfma2(Codes<8>(x), sx, mx)),
+                                  HalfBits2(__hfma2(Codes16<12>(x), sx16, mx)),
+                                  HalfBits2(__hfma2(Codes<8>(y), sy, my)),
+                                  HalfBits2(__hfma2(Codes16<12>(y), sy16, my))};
           MmaF16(o[2 * c + 1], a1, pb[ks]);
         }
       }
@@ -407,19 +434,58 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
   }
 }
 
-// The exact tokens of one row (its first `sink` and those in [quant_hi, cache_len)) in fp32:
-// warps take tokens round-robin, lanes split the head dimension. Same outputs as AttendQuantized.
+// The exact row index of exact token e (0 .. n_exact): the first sink_len tokens, then the window
+// ring (kernels/cpu/kv_q4_exact.h).
+__device__ __forceinline__ int ExactRow(const Q4ChannelDecodeShape& s, int e, int sink_len,
+                                        int first, int quant_hi) {
+  return e < sink_len ? e : s.sink + (quant_hi + (e - sink_len) - first) % s.window;
+}
+
+// Asks L2 to fetch the exact rows that AttendExact reads after the quantized loop and to keep
+// them there (evict_last) while the loop streams the 4-bit planes past, so that AttendExact's
+// short chains of loads hit L2 instead of DRAM. The pointers are read with __ldcg so that the
+// compiler does not keep them in registers through the loop.
 template <int kHeadDim>
-__device__ __forceinline__ void AttendExact(const Params& p, const Q4ChannelRow& row,
+__device__ __forceinline__ void PrefetchExact(const Params& p, int64_t row_index, int first,
+                                              int quant_hi) {
+  constexpr int kLines = kHeadDim * 4 / 128;  // 128-byte lines per exact row
+  const Q4ChannelDecodeShape& s = p.s;
+  const int sink_len = min(max(s.cache_len - first, 0), s.sink);
+  const int n_exact = sink_len + max(0, s.cache_len - quant_hi);
+  const auto* ptrs = reinterpret_cast<const long long*>(&p.rows[row_index].k_exact);
+  const char* const k_plane = reinterpret_cast<const char*>(__ldcg(ptrs));
+  const char* const v_plane = reinterpret_cast<const char*>(__ldcg(ptrs + 1));  // v_exact
+  for (int i = threadIdx.x; i < 2 * n_exact * kLines; i += kThreads) {
+    const int e = i / (2 * kLines);
+    const bool value = (i / kLines) % 2 != 0;
+    const int line = i % kLines;
+    const char* addr =
+        (value ? v_plane : k_plane) +
+        static_cast<int64_t>(ExactRow(s, e, sink_len, first, quant_hi)) * kHeadDim * 4 + 128 * line;
+    asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(addr));
+  }
+}
+
+// The exact tokens of one row (its first `sink` and those in [quant_hi, cache_len)) in fp32:
+// each warp takes kBatch tokens at a time round-robin, loading all of their rows (from L2, see
+// PrefetchExact) before the first use, so that it waits on the latency once per batch; lanes split
+// the head dimension. Leaves its runs in output slots kWarps + warp (AttendQuantized's layout).
+// The row's exact planes are read from the table here, not kept in registers through the loop.
+// REQUIRES: called by every thread of the block after AttendQuantized.
+template <int kHeadDim>
+__device__ __forceinline__ void AttendExact(const Params& p, int64_t row_index,
                                             const float (*s_q)[Layout<kHeadDim>::kQStride],
                                             uint8_t* smem, float* s_m, float* s_l, int first,
                                             int quant_hi, int heads_here) {
   constexpr int kPer = kHeadDim / 32;
+  constexpr int kBatch = 2;
   const Q4ChannelDecodeShape& s = p.s;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int sink_len = min(max(s.cache_len - first, 0), s.sink);
   const int n_exact = sink_len + max(0, s.cache_len - quant_hi);
+  const float* const k_exact = p.rows[row_index].k_exact;
+  const float* const v_exact = p.rows[row_index].v_exact;
   q4c::SoftmaxRun run[kHeadsPerTile];
   float o[kHeadsPerTile][kPer];
 #pragma unroll
@@ -427,51 +493,63 @@ __device__ __forceinline__ void AttendExact(const Params& p, const Q4ChannelRow&
 #pragma unroll
     for (int i = 0; i < kPer; ++i) o[h][i] = 0.0f;
   }
-  for (int e = warp; e < n_exact; e += kWarps) {
-    const int r = e < sink_len ? e : s.sink + (quant_hi + (e - sink_len) - first) % s.window;
-    const float* kr = row.k_exact + static_cast<int64_t>(r) * kHeadDim;
-    const float* vr = row.v_exact + static_cast<int64_t>(r) * kHeadDim;
-    float kx[kPer], vx[kPer];
+  for (int e0 = warp * kBatch; e0 < n_exact; e0 += kWarps * kBatch) {
+    float kx[kBatch][kPer], vx[kBatch][kPer];
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) {
-      kx[i] = kr[lane + 32 * i];
-      vx[i] = vr[lane + 32 * i];
+    for (int u = 0; u < kBatch; ++u) {
+      const int e = min(e0 + u, n_exact - 1);  // a repeated row past the end is loaded, not used
+      const int r = ExactRow(s, e, sink_len, first, quant_hi);
+      const float* kr = k_exact + static_cast<int64_t>(r) * kHeadDim;
+      const float* vr = v_exact + static_cast<int64_t>(r) * kHeadDim;
+#pragma unroll
+      for (int i = 0; i < kPer; ++i) {
+        kx[u][i] = kr[lane + 32 * i];
+        vx[u][i] = vr[lane + 32 * i];
+      }
     }
 #pragma unroll
-    for (int h = 0; h < kHeadsPerTile; ++h) {
-      if (h >= heads_here) break;
-      float dot = 0.0f;
+    for (int u = 0; u < kBatch; ++u) {
+      if (e0 + u >= n_exact) break;
+        // Every head, padded ones too (zero queries, never merged): no branch, so the compiler
+        // interleaves the heads' shuffle chains. At head_dim 64 that spills under the register cap.
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) dot = fmaf(s_q[h][lane + 32 * i], kx[i], dot);
-      dot = WarpSum(dot);
-      float use;
-      const float alpha = q4c::OnlineRescale(run[h], dot, use);
-      const float prob = exp2f(dot - use);
-      run[h].l += prob;
+      for (int h = 0; h < kHeadsPerTile; ++h) {
+        if (kHeadDim == 64 && h >= heads_here) break;
+        float dot = 0.0f;
 #pragma unroll
-      for (int i = 0; i < kPer; ++i) o[h][i] = fmaf(prob, vx[i], o[h][i] * alpha);
+        for (int i = 0; i < kPer; ++i) dot = fmaf(s_q[h][lane + 32 * i], kx[u][i], dot);
+        dot = WarpSum(dot);
+        float use;
+        const float alpha = q4c::OnlineRescale(run[h], dot, use);
+        const float prob = exp2f(dot - use);
+        run[h].l += prob;
+#pragma unroll
+        for (int i = 0; i < kPer; ++i) o[h][i] = fmaf(prob, vx[u][i], o[h][i] * alpha);
+      }
     }
   }
-  __syncthreads();
+  // AttendQuantized's barrier already retired every stage read; slots kWarps.. are this part's.
   float(*s_o)[kHeadsPerTile][kHeadDim] = reinterpret_cast<float(*)[kHeadsPerTile][kHeadDim]>(smem);
+  const int slot = kWarps + warp;
 #pragma unroll
   for (int h = 0; h < kHeadsPerTile; ++h) {
     if (lane == 0) {
-      s_m[warp * kHeadsPerTile + h] = run[h].m;
-      s_l[warp * kHeadsPerTile + h] = run[h].l;
+      s_m[slot * kHeadsPerTile + h] = run[h].m;
+      s_l[slot * kHeadsPerTile + h] = run[h].l;
     }
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) s_o[warp][h][lane + 32 * i] = o[h][i];
+    for (int i = 0; i < kPer; ++i) s_o[slot][h][lane + 32 * i] = o[h][i];
   }
 }
 
 template <int kHeadDim>
-__global__ void __launch_bounds__(kThreads) DecodeQ4ChannelKernel(Params p) {
+__global__ void __launch_bounds__(kThreads, Layout<kHeadDim>::kMinBlocks)
+    DecodeQ4ChannelKernel(Params p) {
   using L = Layout<kHeadDim>;
   extern __shared__ __align__(16) uint8_t smem[];
   float(*s_q)[L::kQStride] = reinterpret_cast<float(*)[L::kQStride]>(smem + L::kQOffset);
-  float* s_m = reinterpret_cast<float*>(smem + L::kStatsOffset);  // [kWarps][kHeadsPerTile]
-  float* s_l = s_m + kWarps * kHeadsPerTile;
+  float* s_m = reinterpret_cast<float*>(smem + L::kStatsOffset);  // [kOutSlots][kHeadsPerTile]
+  float* s_l = s_m + L::kOutSlots * kHeadsPerTile;
 
   const Q4ChannelDecodeShape& s = p.s;
   const int part = blockIdx.x;
@@ -481,7 +559,8 @@ __global__ void __launch_bounds__(kThreads) DecodeQ4ChannelKernel(Params p) {
   const int group = s.num_heads / s.num_kv_heads;
   const int head0 = kv_head * group + head_tile * kHeadsPerTile;
   const int heads_here = min(kHeadsPerTile, group - head_tile * kHeadsPerTile);
-  const Q4ChannelRow row = p.rows[static_cast<int64_t>(b) * s.num_kv_heads + kv_head];
+  const int64_t row_index = static_cast<int64_t>(b) * s.num_kv_heads + kv_head;
+  const Q4ChannelRow row = p.rows[row_index];
 
   // The head tile's queries, rotated like the keys when asked, in log2 units (fp32).
   for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
@@ -516,35 +595,41 @@ __global__ void __launch_bounds__(kThreads) DecodeQ4ChannelKernel(Params p) {
   const int first = max(p.start[b], 0);
   const int quant_lo = min(first + s.sink, s.cache_len);
   const int quant_hi = max(quant_lo, s.cache_len - s.window);
-  if (part < p.num_splits) {
-    AttendQuantized<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_lo, quant_hi);
-  } else {
-    AttendExact<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_hi, heads_here);
+  const bool with_exact = part == p.num_splits - 1;
+  if (with_exact) PrefetchExact<kHeadDim>(p, row_index, first, quant_hi);
+  AttendQuantized<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_lo, quant_hi);
+  if (with_exact) {
+    AttendExact<kHeadDim>(p, row_index, s_q, smem, s_m, s_l, first, quant_hi, heads_here);
   }
   __syncthreads();
 
-  // Merge the warps and write this part's normalised output and log-sum-exp.
+  // Merge the runs and write this part's normalised output and log-sum-exp, or with one part the
+  // output itself (MergeParts of one part is that part).
   const float(*s_o)[kHeadsPerTile][kHeadDim] =
       reinterpret_cast<const float(*)[kHeadsPerTile][kHeadDim]>(smem);
+  const int slots = with_exact ? L::kOutSlots : kWarps;
   for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
     const int hh = i / kHeadDim;
     const int d = i % kHeadDim;
     if (hh >= heads_here) continue;
     float m_all = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m_all = fmaxf(m_all, s_m[w * kHeadsPerTile + hh]);
+    for (int w = 0; w < slots; ++w) m_all = fmaxf(m_all, s_m[w * kHeadsPerTile + hh]);
     float acc = 0.0f;
     float l_all = 0.0f;
     if (m_all != -INFINITY) {
-#pragma unroll
-      for (int w = 0; w < kWarps; ++w) {
+      for (int w = 0; w < slots; ++w) {
         const float f = exp2f(s_m[w * kHeadsPerTile + hh] - m_all);
         acc += f * s_o[w][hh][d];
         l_all += f * s_l[w * kHeadsPerTile + hh];
       }
     }
     const int64_t r = static_cast<int64_t>(b) * s.num_heads + head0 + hh;
-    p.partial_out[(r * p.parts + part) * kHeadDim + d] = l_all > 0.0f ? acc / l_all : 0.0f;
+    const float x = l_all > 0.0f ? acc / l_all : 0.0f;
+    if (p.parts == 1) {
+      p.out[r * kHeadDim + d] = x;
+      continue;
+    }
+    p.partial_out[(r * p.parts + part) * kHeadDim + d] = x;
     if (d == 0) {
       q4c::SoftmaxRun merged;
       merged.m = m_all;
@@ -606,8 +691,10 @@ cudaError_t Plan(const Q4ChannelDecodeShape& s, Q4ChannelDecodePlan* plan) {
   long most = max_tiles / kMinTilesPerSplit;
   most = most < 1 ? 1 : (most > kMaxSplits ? kMaxSplits : most);
   plan->num_splits = q4c::PlanSplitsByWaves(base, resident, most);
-  plan->workspace_bytes = static_cast<size_t>(s.batch) * s.num_heads * (plan->num_splits + 1) *
-                          (kHeadDim + 1) * sizeof(float);
+  plan->workspace_bytes = plan->num_splits == 1
+                              ? 0
+                              : static_cast<size_t>(s.batch) * s.num_heads * plan->num_splits *
+                                    (kHeadDim + 1) * sizeof(float);
   return cudaSuccess;
 }
 
@@ -615,20 +702,22 @@ template <int kHeadDim>
 cudaError_t Run(const Params& p_in, void* workspace, cudaStream_t stream) {
   Params p = p_in;
   p.head_tiles = HeadTiles(p.s);
-  p.parts = p.num_splits + 1;
+  p.parts = p.num_splits;
   if (p.s.batch == 0) return cudaSuccess;
-  if (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0) {
+  if (p.parts > 1 && (workspace == nullptr || reinterpret_cast<uintptr_t>(workspace) % 16 != 0)) {
     return cudaErrorInvalidValue;
   }
   cudaError_t err = AllowSmem<kHeadDim>();
   if (err != cudaSuccess) return err;
-  p.partial_out = static_cast<float*>(workspace);
-  p.partial_lse =
-      p.partial_out + static_cast<int64_t>(p.s.batch) * p.s.num_heads * p.parts * kHeadDim;
+  if (p.parts > 1) {
+    p.partial_out = static_cast<float*>(workspace);
+    p.partial_lse =
+        p.partial_out + static_cast<int64_t>(p.s.batch) * p.s.num_heads * p.parts * kHeadDim;
+  }
   const dim3 grid(p.parts, p.s.num_kv_heads * p.head_tiles, p.s.batch);
   DecodeQ4ChannelKernel<kHeadDim><<<grid, kThreads, Layout<kHeadDim>::kSmemBytes, stream>>>(p);
   err = cudaGetLastError();
-  if (err != cudaSuccess) return err;
+  if (err != cudaSuccess || p.parts == 1) return err;
   MergeQ4ChannelPartsKernel<<<p.s.batch * p.s.num_heads, 128, 0, stream>>>(
       p.parts, kHeadDim, p.partial_out, p.partial_lse, p.out);
   return cudaGetLastError();
@@ -657,8 +746,9 @@ inline cudaError_t PlanDecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s,
 // Decode attention over the default 4-bit cache. `rows` is a device array of
 // batch * num_kv_heads Q4ChannelRow (row b * num_kv_heads + h), each with stride >= cache_len and
 // its planes 16-byte aligned; q, out, start (int[batch]) device memory; `workspace` holds
-// plan.workspace_bytes, 16-byte aligned. Every key group with an attended 4-bit token is written
-// (kv_q4_channel.cuh), and the exact rows hold every exact token below cache_len.
+// plan.workspace_bytes, 16-byte aligned (may be null when that is 0). Every key group with an
+// attended 4-bit token is written (kv_q4_channel.cuh), and the exact rows hold every exact token
+// below cache_len.
 // REQUIRES: as PlanDecodeAttentionQ4Channel; plan made for this shape.
 inline cudaError_t DecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s, const float* q,
                                             const Q4ChannelRow* rows, const int* start,

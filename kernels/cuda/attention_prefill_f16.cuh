@@ -5,12 +5,18 @@
 // for fp32 activations and odd head sizes.
 //
 // Tiling (the arithmetic is in kernels/attention_prefill_tiles.h, tested on the CPU). A block owns
-// one (sequence, KV head) and 16 * kWarps rows of the packed query matrix (row r = token r / group,
-// head r % group of the KV head's group), so all the query heads of a group share each K/V tile it
-// loads; each warp owns 16 rows. Key tiles of 64 start at the sequence's first real key and stop
-// at the block's last row: tiles after the causal limit are never loaded, and only the tiles that
-// cross the diagonal are masked. The block's row tiles are numbered so that the longest (last)
-// ones start first, which evens out the causal triangle across the machine.
+// one (sequence, KV head) and kWarps * 16 * kRowTiles rows of the packed query matrix (row r =
+// token r / group, head r % group of the KV head's group), so all the query heads of a group share
+// each K/V tile it loads; each warp owns 16 * kRowTiles rows (one or two mma row tiles, so each K
+// and V fragment it reads serves one or two mma). Key tiles of 64 start at the sequence's first
+// real key and stop at the block's last row: tiles after the causal limit are never loaded, and
+// only the tiles that cross the diagonal are masked.
+//
+// Grid order (prefill_tiles::BlockTileFor): a one-dimensional grid in bands of (sequence, KV
+// head) pairs whose K and V fit in a third of L2; within a band the longest row tiles start first.
+// The blocks running at once then share their K/V tiles through L2 (with the pairs varying
+// fastest, as before, the resident blocks spanned every pair and read K/V from DRAM at 2.3 TB/s
+// at 4,096 tokens on an H100), and the long causal rows do not end up in the last wave.
 //
 // Per tile, as FlashAttention-2 does: S = Q K^T with Q and K fragments read from shared memory by
 // ldmatrix; the online softmax in registers (log2 domain, one exp2 per score); P converted to fp16
@@ -55,19 +61,24 @@ namespace strata::kernels::cuda {
       return cudaErrorInvalidValue;                               \
   }
 
-// Runs the body with kWarps the plan's warps per block (4 or 8).
-#define STRATA_DISPATCH_PREFILL_WARPS(warps, kWarps, ...) \
-  switch (warps) {                                        \
-    case 4: {                                             \
-      constexpr int kWarps = 4;                           \
-      __VA_ARGS__                                         \
-    }                                                     \
-    case 8: {                                             \
-      constexpr int kWarps = 8;                           \
-      __VA_ARGS__                                         \
-    }                                                     \
-    default:                                              \
-      return cudaErrorInvalidValue;                       \
+// Runs the body with kWarps and kRowTiles the plan's block shape: 4 warps of 16 rows, 8 warps of
+// 16 rows, or 4 warps of 32 rows (two 16-row mma tiles each).
+#define STRATA_DISPATCH_PREFILL_BLOCK(warps, warp_rows, kWarps, kRowTiles, ...) \
+  switch ((warps)*100 + (warp_rows)) {                                          \
+    case 416: {                                                                 \
+      constexpr int kWarps = 4, kRowTiles = 1;                                  \
+      __VA_ARGS__                                                               \
+    }                                                                           \
+    case 816: {                                                                 \
+      constexpr int kWarps = 8, kRowTiles = 1;                                  \
+      __VA_ARGS__                                                               \
+    }                                                                           \
+    case 432: {                                                                 \
+      constexpr int kWarps = 4, kRowTiles = 2;                                  \
+      __VA_ARGS__                                                               \
+    }                                                                           \
+    default:                                                                    \
+      return cudaErrorInvalidValue;                                             \
   }
 
 namespace prefill_f16 {
@@ -80,10 +91,9 @@ inline bool HeadDimSupported(int head_dim) {
   return head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128;
 }
 
-// Q tile, K tile and V tile, each row head_dim + 8 halves.
-inline size_t SmemBytes(int head_dim, int warps) {
-  return sizeof(__half) * static_cast<size_t>(head_dim + kRowPadHalves) *
-         (kRowsPerWarp * warps + 2 * kKeysPerTile);
+// Q tile (`rows` rows), K tile and V tile, each row head_dim + 8 halves.
+inline size_t SmemBytes(int head_dim, int rows) {
+  return sizeof(__half) * static_cast<size_t>(head_dim + kRowPadHalves) * (rows + 2 * kKeysPerTile);
 }
 
 // ---- kernels ----
@@ -143,22 +153,54 @@ __device__ __forceinline__ void LoadRows(__half* dst, int rows, int valid_rows, 
   }
 }
 
-// Blocks per multiprocessor the register cap aims at: 128 registers a thread (16 warps) at
-// head_dim 64, which holds everything without spills; above it 4-warp blocks get 168 (3 blocks,
-// 12 warps) and 8-warp blocks keep what they need (one block).
-template <int kHeadDim, int kWarps>
+// Copies one tile of kKeysPerTile key (or value) rows, row i from src + i * kHeadDim when
+// i < valid_rows and zeros otherwise. When the block's threads divide into whole rows, each thread
+// keeps one column and steps down the rows, so its addresses are a base plus constants (the loop
+// inside the kernel's tile loop then holds two address registers rather than one per copy).
+template <int kHeadDim, int kThreads>
+__device__ __forceinline__ void LoadKeyTile(__half* dst, const __half* src, int valid_rows) {
+  constexpr int kChunks = kHeadDim / 8;
+  constexpr int kStride = kHeadDim + kRowPadHalves;
+  if constexpr (kThreads % kChunks == 0 && kKeysPerTile % (kThreads / kChunks) == 0) {
+    constexpr int kRowStep = kThreads / kChunks;
+    const int r0 = threadIdx.x / kChunks;
+    const int col = 8 * (threadIdx.x % kChunks);
+    const uint32_t d0 = SmemAddr(dst + r0 * kStride + col);
+    const __half* s0 = src + r0 * kHeadDim + col;
+#pragma unroll
+    for (int i = 0; i < kKeysPerTile / kRowStep; ++i) {
+      CpAsync16(d0 + 2 * i * kRowStep * kStride, s0 + i * kRowStep * kHeadDim,
+                r0 + i * kRowStep < valid_rows);
+    }
+  } else {
+    LoadRows<kHeadDim, kThreads>(dst, kKeysPerTile, valid_rows,
+                                 [&](int r) { return src + r * kHeadDim; });
+  }
+}
+
+// Blocks per multiprocessor the register cap aims at. 16 rows a warp: 128 registers a thread (16
+// warps) at head_dim 64, which holds everything without spills; above it 4-warp blocks get 168
+// (3 blocks, 12 warps) and 8-warp blocks keep what they need (one block). 32 rows a warp (twice
+// the accumulators): 255, 2 blocks of 4 warps (FlashAttention-2's 128 x 64 block at head_dim
+// 128); at head_dim 64 a cap of 168 spills.
+template <int kHeadDim, int kWarps, int kRowTiles>
 constexpr int MinBlocksPerSm() {
+  if (kRowTiles == 2) return 2;
   return kHeadDim <= 64 ? 16 / kWarps : (kWarps == 4 ? 3 : 1);
 }
 
-template <int kHeadDim, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>()))
-    PrefillAttentionF16Kernel(CausalAttentionShape s, const __half* __restrict__ q,
+// kRowTiles: 16-row mma tiles per warp (1 or 2). With 2, every K and V fragment a warp reads from
+// shared memory feeds two mma instead of one, which halves the shared-memory reads per mma (with
+// 16 rows a warp the ldmatrix traffic, not the tensor cores, bounds the kernel at head_dim 128).
+template <int kHeadDim, int kWarps, int kRowTiles>
+__global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps, kRowTiles>()))
+    PrefillAttentionF16Kernel(CausalAttentionShape s, int band, const __half* __restrict__ q,
                               const __half* __restrict__ k, const __half* __restrict__ v,
                               const int* __restrict__ start, __half* __restrict__ out) {
   namespace tiles = prefill_tiles;
   constexpr int kThreads = kWarps * 32;
-  constexpr int kRows = kWarps * kRowsPerWarp;
+  constexpr int kWarpRows = kRowsPerWarp * kRowTiles;
+  constexpr int kRows = kWarps * kWarpRows;
   constexpr int kN = kKeysPerTile;
   constexpr int kStride = kHeadDim + kRowPadHalves;
   constexpr int kStrideBytes = 2 * kStride;
@@ -167,6 +209,7 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
   constexpr int kDimBlocks = kHeadDim / 8;  // n8 blocks of O (kHeadDim / 16 pairs)
   constexpr int kKeyBlocks = kN / 8;        // n8 blocks of S
   static_assert(kHeadDim % 16 == 0, "head_dim must be a multiple of 16");
+  static_assert(kRowTiles == 1 || kRowTiles == 2, "one or two 16-row tiles per warp");
 
   extern __shared__ uint4 smem_raw[];
   __half* s_q = reinterpret_cast<__half*>(smem_raw);
@@ -175,11 +218,14 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
 
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  const int b = blockIdx.x / s.num_kv_heads;
-  const int kv_head = blockIdx.x % s.num_kv_heads;
   const int group = s.num_heads / s.num_kv_heads;
   const int64_t rows_total = static_cast<int64_t>(s.new_tokens) * group;
-  const int64_t row0 = static_cast<int64_t>(gridDim.y - 1 - blockIdx.y) * kRows;
+  const int64_t row_tiles = (rows_total + kRows - 1) / kRows;
+  const tiles::BlockTile bt = tiles::BlockTileFor(
+      blockIdx.x, static_cast<int64_t>(s.batch) * s.num_kv_heads, row_tiles, band);
+  const int b = static_cast<int>(bt.seq_head / s.num_kv_heads);
+  const int kv_head = static_cast<int>(bt.seq_head % s.num_kv_heads);
+  const int64_t row0 = bt.row_tile * kRows;
   const int first_new_slot = s.cache_len - s.new_tokens;
   const int seq_start = start[b];
   const tiles::KeyTiles kt =
@@ -204,37 +250,47 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
   const int key_end = kt.key_end;
   const auto load_keys = [&](const __half* src, __half* dst, int key0) {
     const int valid = key_end - key0 < kN ? key_end - key0 : kN;
-    LoadRows<kHeadDim, kThreads>(
-        dst, kN, valid, [&](int r) { return src + static_cast<int64_t>(key0 + r) * kHeadDim; });
+    LoadKeyTile<kHeadDim, kThreads>(dst, src + static_cast<int64_t>(key0) * kHeadDim, valid);
   };
   if (kt.num_tiles > 0) load_keys(k_head, s_k, kt.key_begin);
   CpAsyncCommit();
 
-  // This thread's two rows of its warp's 16: g and g + 8 (the mma fragment rows).
+  // This thread's rows in each of its warp's 16-row tiles: g and g + 8 (the mma fragment rows).
   const int g = lane / 4;
   const int t = lane % 4;
-  int slot[2];
+  int slot[kRowTiles][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const int64_t row = row0 + warp * kRowsPerWarp + g + 8 * r;
-    slot[r] = first_new_slot + tiles::RowToken(row < rows_total ? row : rows_total - 1, group);
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int64_t row = row0 + warp * kWarpRows + kRowsPerWarp * mt + g + 8 * r;
+      slot[mt][r] =
+          first_new_slot + tiles::RowToken(row < rows_total ? row : rows_total - 1, group);
+    }
   }
   const float scale_log2 = s.scale * tiles::kLog2e;
 
   // ldmatrix lane addresses (see the fragment layouts of MmaF16 in utils.cuh).
   const uint32_t q_addr = SmemAddr(s_q) +
-                          (warp * kRowsPerWarp + lane % 8 + 8 * ((lane / 8) % 2)) * kStrideBytes +
+                          (warp * kWarpRows + lane % 8 + 8 * ((lane / 8) % 2)) * kStrideBytes +
                           16 * (lane / 16);
   const uint32_t k_addr =
       SmemAddr(s_k) + (lane % 8 + 8 * (lane / 16)) * kStrideBytes + 16 * ((lane / 8) % 2);
   const uint32_t v_addr =
       SmemAddr(s_v) + (lane % 8 + 8 * ((lane / 8) % 2)) * kStrideBytes + 16 * (lane / 16);
 
-  float o[kDimBlocks][4];
+  float o[kRowTiles][kDimBlocks][4];
+  float m[kRowTiles][2];
+  float l[kRowTiles][2];  // this thread's share of its rows' denominators
 #pragma unroll
-  for (int i = 0; i < kDimBlocks; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY};
-  float l[2] = {0.0f, 0.0f};  // this thread's share of its rows' denominators
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+    for (int i = 0; i < kDimBlocks; ++i) {
+      o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    }
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
 
   for (int j = 0; j < kt.num_tiles; ++j) {
     const int key0 = kt.key_begin + j * kN;
@@ -243,56 +299,90 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
     load_keys(v_head, s_v, key0);
     CpAsyncCommit();
 
-    float sc[kKeyBlocks][4];
+    float sc[kRowTiles][kKeyBlocks][4];
 #pragma unroll
-    for (int i = 0; i < kKeyBlocks; ++i) sc[i][0] = sc[i][1] = sc[i][2] = sc[i][3] = 0.0f;
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+      for (int i = 0; i < kKeyBlocks; ++i) {
+        sc[mt][i][0] = sc[mt][i][1] = sc[mt][i][2] = sc[mt][i][3] = 0.0f;
+      }
+    }
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      uint32_t a[4];
-      LdMatrixX4(a, q_addr + 32 * ks);
+      uint32_t a[kRowTiles][4];
+#pragma unroll
+      for (int mt = 0; mt < kRowTiles; ++mt) {
+        LdMatrixX4(a[mt], q_addr + kRowsPerWarp * mt * kStrideBytes + 32 * ks);
+      }
 #pragma unroll
       for (int p = 0; p < kKeyBlocks / 2; ++p) {
         uint32_t kb[4];
         LdMatrixX4(kb, k_addr + 16 * p * kStrideBytes + 32 * ks);
         const uint32_t b0[2] = {kb[0], kb[1]};
         const uint32_t b1[2] = {kb[2], kb[3]};
-        MmaF16(sc[2 * p], a, b0);
-        MmaF16(sc[2 * p + 1], a, b1);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          MmaF16(sc[mt][2 * p], a[mt], b0);
+          MmaF16(sc[mt][2 * p + 1], a[mt], b1);
+        }
       }
     }
     if (j >= kt.num_unmasked) {
 #pragma unroll
-      for (int i = 0; i < kKeyBlocks; ++i) {
+      for (int mt = 0; mt < kRowTiles; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          if (!tiles::KeyVisible(key0 + 8 * i + 2 * t + (e & 1), slot[e / 2])) sc[i][e] = -INFINITY;
+        for (int i = 0; i < kKeyBlocks; ++i) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            if (!tiles::KeyVisible(key0 + 8 * i + 2 * t + (e & 1), slot[mt][e / 2])) {
+              sc[mt][i][e] = -INFINITY;
+            }
+          }
         }
       }
     }
 
     // Online softmax: a row's 64 scores sit in the 4 threads of a quad.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
+    for (int mt = 0; mt < kRowTiles; ++mt) {
 #pragma unroll
-      for (int i = 0; i < kKeyBlocks; ++i) mx = fmaxf(mx, fmaxf(sc[i][2 * r], sc[i][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
-      const float m_new = fmaxf(m[r], mx * scale_log2);
-      const float alpha = tiles::RescaleFactor(m[r], m_new);
-      m[r] = m_new;
-      float sum = 0.0f;
+      for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
 #pragma unroll
-      for (int i = 0; i < kKeyBlocks; ++i) {
-        sc[i][2 * r] = tiles::Probability(sc[i][2 * r], scale_log2, m_new);
-        sc[i][2 * r + 1] = tiles::Probability(sc[i][2 * r + 1], scale_log2, m_new);
-        sum += sc[i][2 * r] + sc[i][2 * r + 1];
+        for (int i = 0; i < kKeyBlocks; ++i) {
+          mx = fmaxf(mx, fmaxf(sc[mt][i][2 * r], sc[mt][i][2 * r + 1]));
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kFullMask, mx, 2));
+        const float m_new = fmaxf(m[mt][r], mx * scale_log2);
+        const float alpha = tiles::RescaleFactor(m[mt][r], m_new);
+        m[mt][r] = m_new;
+        float sum = 0.0f;
+#pragma unroll
+        for (int i = 0; i < kKeyBlocks; ++i) {
+          sc[mt][i][2 * r] = tiles::Probability(sc[mt][i][2 * r], scale_log2, m_new);
+          sc[mt][i][2 * r + 1] = tiles::Probability(sc[mt][i][2 * r + 1], scale_log2, m_new);
+          sum += sc[mt][i][2 * r] + sc[mt][i][2 * r + 1];
+        }
+        l[mt][r] = l[mt][r] * alpha + sum;
+#pragma unroll
+        for (int i = 0; i < kDimBlocks; ++i) {
+          o[mt][i][2 * r] *= alpha;
+          o[mt][i][2 * r + 1] *= alpha;
+        }
       }
-      l[r] = l[r] * alpha + sum;
+    }
+    // P in fp16, already in the A-operand layout of P V; packing it now frees half of S's registers
+    // before the next tile's copies are issued.
+    uint32_t pa[kRowTiles][kN / 16][4];
 #pragma unroll
-      for (int i = 0; i < kDimBlocks; ++i) {
-        o[i][2 * r] *= alpha;
-        o[i][2 * r + 1] *= alpha;
+    for (int mt = 0; mt < kRowTiles; ++mt) {
+#pragma unroll
+      for (int ks = 0; ks < kN / 16; ++ks) {
+        pa[mt][ks][0] = PackHalf2(sc[mt][2 * ks][0], sc[mt][2 * ks][1]);
+        pa[mt][ks][1] = PackHalf2(sc[mt][2 * ks][2], sc[mt][2 * ks][3]);
+        pa[mt][ks][2] = PackHalf2(sc[mt][2 * ks + 1][0], sc[mt][2 * ks + 1][1]);
+        pa[mt][ks][3] = PackHalf2(sc[mt][2 * ks + 1][2], sc[mt][2 * ks + 1][3]);
       }
     }
 
@@ -303,46 +393,49 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
 
 #pragma unroll
     for (int ks = 0; ks < kN / 16; ++ks) {
-      const uint32_t a[4] = {PackHalf2(sc[2 * ks][0], sc[2 * ks][1]),
-                             PackHalf2(sc[2 * ks][2], sc[2 * ks][3]),
-                             PackHalf2(sc[2 * ks + 1][0], sc[2 * ks + 1][1]),
-                             PackHalf2(sc[2 * ks + 1][2], sc[2 * ks + 1][3])};
 #pragma unroll
       for (int p = 0; p < kDimBlocks / 2; ++p) {
         uint32_t vb[4];
         LdMatrixX4Trans(vb, v_addr + 16 * ks * kStrideBytes + 32 * p);
         const uint32_t b0[2] = {vb[0], vb[1]};
         const uint32_t b1[2] = {vb[2], vb[3]};
-        MmaF16(o[2 * p], a, b0);
-        MmaF16(o[2 * p + 1], a, b1);
+#pragma unroll
+        for (int mt = 0; mt < kRowTiles; ++mt) {
+          MmaF16(o[mt][2 * p], pa[mt][ks], b0);
+          MmaF16(o[mt][2 * p + 1], pa[mt][ks], b1);
+        }
       }
     }
   }
 
-  // Normalise and stage the warp's 16 rows in its own rows of s_q, then store 16-byte chunks.
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float sum = l[r];
-    sum += __shfl_xor_sync(kFullMask, sum, 1);
-    sum += __shfl_xor_sync(kFullMask, sum, 2);
-    inv[r] = slot[r] < seq_start ? 0.0f : tiles::InverseDenominator(sum);
-  }
+  // Normalise and stage the warp's rows in its own rows of s_q, then store 16-byte chunks.
   __syncwarp();  // the warp's rows of s_q were last read by its own ldmatrix
-  __half* s_o = s_q + warp * kRowsPerWarp * kStride;
+  __half* s_o = s_q + warp * kWarpRows * kStride;
 #pragma unroll
-  for (int i = 0; i < kDimBlocks; ++i) {
+  for (int mt = 0; mt < kRowTiles; ++mt) {
+    float inv[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      *reinterpret_cast<uint32_t*>(s_o + (g + 8 * r) * kStride + 8 * i + 2 * t) =
-          PackHalf2(o[i][2 * r] * inv[r], o[i][2 * r + 1] * inv[r]);
+      float sum = l[mt][r];
+      sum += __shfl_xor_sync(kFullMask, sum, 1);
+      sum += __shfl_xor_sync(kFullMask, sum, 2);
+      inv[r] = slot[mt][r] < seq_start ? 0.0f : tiles::InverseDenominator(sum);
+    }
+#pragma unroll
+    for (int i = 0; i < kDimBlocks; ++i) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        *reinterpret_cast<uint32_t*>(s_o + (kRowsPerWarp * mt + g + 8 * r) * kStride + 8 * i +
+                                     2 * t) =
+            PackHalf2(o[mt][i][2 * r] * inv[r], o[mt][i][2 * r + 1] * inv[r]);
+      }
     }
   }
   __syncwarp();
-  for (int c = lane; c < kRowsPerWarp * kChunks; c += 32) {
+  for (int c = lane; c < kWarpRows * kChunks; c += 32) {
     const int r = c / kChunks;
     const int col = 8 * (c % kChunks);
-    const int64_t row = row0 + warp * kRowsPerWarp + r;
+    const int64_t row = row0 + warp * kWarpRows + r;
     if (row < rows_total) {
       *reinterpret_cast<uint4*>(out + row_offset(row) + col) =
           *reinterpret_cast<const uint4*>(s_o + r * kStride + col);
@@ -350,23 +443,35 @@ __global__ void __launch_bounds__(kWarps * 32, (MinBlocksPerSm<kHeadDim, kWarps>
   }
 }
 
-template <int kHeadDim, int kWarps>
+// The (sequence, KV head) pairs per band of the grid order (prefill_tiles::BlockTileFor): as many
+// as keep the band's K and V within kBandBytes, a third of the H100's 50 MB L2, so the band's
+// tiles are read from DRAM about once while the blocks running beside them hit L2.
+inline constexpr int64_t kBandBytes = int64_t{16} << 20;
+
+inline int BandFor(const CausalAttentionShape& s) {
+  const int64_t kv_bytes = 2 * static_cast<int64_t>(s.cache_len) * s.head_dim * sizeof(__half);
+  const int64_t band = kv_bytes > 0 ? kBandBytes / kv_bytes : 1;
+  return static_cast<int>(band < 1 ? 1 : (band > (1 << 20) ? (1 << 20) : band));
+}
+
+template <int kHeadDim, int kWarps, int kRowTiles>
 cudaError_t Run(const CausalAttentionShape& s, const __half* q, const __half* k, const __half* v,
                 const int* start, __half* out, cudaStream_t stream) {
-  const size_t smem = SmemBytes(kHeadDim, kWarps);
+  constexpr int kRows = kWarps * kRowsPerWarp * kRowTiles;
+  const size_t smem = SmemBytes(kHeadDim, kRows);
   if (smem > 48 * 1024) {
     const cudaError_t err =
-        cudaFuncSetAttribute(PrefillAttentionF16Kernel<kHeadDim, kWarps>,
+        cudaFuncSetAttribute(PrefillAttentionF16Kernel<kHeadDim, kWarps, kRowTiles>,
                              cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
   const int64_t rows = static_cast<int64_t>(s.new_tokens) * (s.num_heads / s.num_kv_heads);
-  const int64_t row_tiles = (rows + kRowsPerWarp * kWarps - 1) / (kRowsPerWarp * kWarps);
-  const int64_t seq_heads = static_cast<int64_t>(s.batch) * s.num_kv_heads;
-  if (row_tiles > 65535 || seq_heads > 0x7fffffff) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(seq_heads), static_cast<unsigned>(row_tiles));
-  PrefillAttentionF16Kernel<kHeadDim, kWarps>
-      <<<grid, kWarps * 32, smem, stream>>>(s, q, k, v, start, out);
+  const int64_t blocks =
+      static_cast<int64_t>(s.batch) * s.num_kv_heads * ((rows + kRows - 1) / kRows);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  PrefillAttentionF16Kernel<kHeadDim, kWarps, kRowTiles>
+      <<<static_cast<unsigned>(blocks), kWarps * 32, smem, stream>>>(s, BandFor(s), q, k, v, start,
+                                                                     out);
   return cudaGetLastError();
 }
 
@@ -380,32 +485,36 @@ inline bool ShapeValid(const CausalAttentionShape& s) {
 
 // ---- launchers ----
 
-// Plans the tensor-core prefill for a shape: 8 warps (128 rows) per block at head_dim 64 when each
-// sequence and KV head has at least 512 packed rows, so each K/V tile serves twice the rows at two
-// blocks per multiprocessor; 4 otherwise (above head_dim 64 an 8-warp block needs more registers
-// than leave room for a second one). A first guess: prefill_bench times both block sizes. Returns
+// Plans the tensor-core prefill for a shape. Above head_dim 64, with at least 256 packed rows per
+// sequence and KV head: 4 warps of 32 rows (128 rows, FlashAttention-2's block on sm_80 and
+// sm_90), which halves the shared-memory reads per mma. At head_dim 64 with at least 512 rows: 8
+// warps of 16 rows (128 rows, 16 warps a multiprocessor at 128 registers; 0.93 of the
+// FlashAttention-2 backend on an H100). Otherwise 4 warps of 16 rows, so short prompts still make
+// enough blocks. prefill_bench times every block shape (`kernel=prefill_variant`). Returns
 // cudaErrorInvalidValue for an unsupported shape (head_dim not 64, 80, 96 or 128; num_heads not a
 // multiple of num_kv_heads; bad lengths).
 inline cudaError_t PlanPrefillAttention(const CausalAttentionShape& s, PrefillAttentionPlan* plan) {
   if (!prefill_f16::ShapeValid(s)) return cudaErrorInvalidValue;
   const int64_t rows = static_cast<int64_t>(s.new_tokens) * (s.num_heads / s.num_kv_heads);
   plan->warps = s.head_dim <= 64 && rows >= 512 ? 8 : 4;
+  plan->warp_rows = s.head_dim > 64 && rows >= 256 ? 32 : 16;
   return cudaSuccess;
 }
 
 // Causal attention with fp16 q, k, v and out (layouts of CausalAttentionShape in params.h) on the
 // tensor cores; the softmax and the accumulation are fp32. q, k, v, out are device memory, 16-byte
 // aligned; start is int[batch] in device memory. REQUIRES: the plan came from
-// PlanPrefillAttention (or names 4 or 8 warps) for a valid shape; sm_80 or newer.
+// PlanPrefillAttention (or names 4 or 8 warps of 16 rows, or 4 warps of 32) for a valid shape;
+// sm_80 or newer.
 inline cudaError_t PrefillAttentionF16(const CausalAttentionShape& s,
                                        const PrefillAttentionPlan& plan, const __half* q,
                                        const __half* k, const __half* v, const int* start,
                                        __half* out, cudaStream_t stream) {
   if (!prefill_f16::ShapeValid(s)) return cudaErrorInvalidValue;
   if (s.batch == 0 || s.new_tokens == 0) return cudaSuccess;
-  STRATA_DISPATCH_PREFILL_WARPS(plan.warps, kWarps, {
+  STRATA_DISPATCH_PREFILL_BLOCK(plan.warps, plan.warp_rows, kWarps, kRowTiles, {
     STRATA_DISPATCH_PREFILL_HEAD_DIM(s.head_dim, kHeadDim, {
-      return prefill_f16::Run<kHeadDim, kWarps>(s, q, k, v, start, out, stream);
+      return prefill_f16::Run<kHeadDim, kWarps, kRowTiles>(s, q, k, v, start, out, stream);
     });
   });
 }

@@ -65,7 +65,8 @@ struct CausalAttentionShape {
 // Host-side plan of the tensor-core prefill attention (attention_prefill_f16.cuh), made once per
 // shape by PlanPrefillAttention.
 struct PrefillAttentionPlan {
-  int warps = 4;  // warps per thread block, 4 or 8; each owns 16 packed query rows
+  int warps = 4;       // warps per thread block, 4 or 8
+  int warp_rows = 16;  // packed query rows per warp, 16 or 32 (32 only with 4 warps)
 };
 
 // One request's sampling settings for one step (strata::SamplingConfig plus the step index).

@@ -7,6 +7,7 @@ namespace strata {
 
 Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layout,
                                                          const MemoryTiersOptions& options,
+                                                         Backend& device,
                                                          const std::string& weight_file) {
   std::unique_ptr<MemoryTiers> t(new MemoryTiers());
   for (int i = 0; i < kNumTiers; ++i) t->layout_bytes_[i] = layout.tier_bytes(static_cast<Tier>(i));
@@ -20,9 +21,7 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
         "device tier holds " + FormatBytes(static_cast<int64_t>(t->device_capacity_)) +
         "; lower the GPU percents or the batch, or allow more with --gpu-mem-gib");
   }
-  if (gpu > 0) {
-    STRATA_ASSIGN_OR_RETURN(t->device_, AlignedBuffer::Allocate(gpu));
-  }
+  STRATA_ASSIGN_OR_RETURN(t->device_, device.AllocateDeviceArena(gpu));
   if (cpu > 0) {
     STRATA_ASSIGN_OR_RETURN(t->host_, AlignedBuffer::Allocate(cpu));
   }
@@ -47,11 +46,22 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
   return t;
 }
 
+DeviceSpan MemoryTiers::Device(const Extent& e) const {
+  STRATA_CHECK(e.tier == Tier::kGpu);
+  return device_->Span(e.offset, e.bytes);
+}
+
 uint8_t* MemoryTiers::At(const Extent& e) const {
   STRATA_CHECK(e.tier != Tier::kDisk);
-  const AlignedBuffer& arena = e.tier == Tier::kGpu ? device_ : host_;
-  STRATA_CHECK(e.offset + e.bytes <= arena.size());
-  return arena.data() + e.offset;
+  if (e.tier == Tier::kGpu) {
+    STRATA_CHECK(e.offset + e.bytes <= device_->capacity_bytes());
+    uint8_t* base = device_->host_view();
+    STRATA_CHECK_MSG(base != nullptr || e.bytes == 0,
+                     "device bytes by address from a backend that keeps them on a device");
+    return base == nullptr ? nullptr : base + e.offset;
+  }
+  STRATA_CHECK(e.offset + e.bytes <= host_.size());
+  return host_.data() + e.offset;
 }
 
 uint64_t MemoryTiers::capacity_bytes(Tier tier) const {

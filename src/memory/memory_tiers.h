@@ -1,10 +1,10 @@
 // MemoryTiers: the memory of one run, allocated once from a TierLayout: the device arena, the
 // pinned host arena and the disk tier's scratch file.
 //
-// In builds without CUDA the device arena is host memory too, capacity-limited to what the layout
-// (or --gpu-mem-gib) allows; its copies in and out are done by the executor's load and store lane
-// threads, its copy engines, so placement, overlap and memory limits run the same code as on a
-// GPU. The host arena is page-aligned anonymous memory (in CUDA builds it is what
+// The device arena comes from the device backend (Backend::AllocateDeviceArena). The CPU
+// backend's is host memory, capacity-limited to what the layout (or --gpu-mem-gib) allows; its
+// copies in and out are done by the executor's load and store lane threads, its copy engines, so
+// placement, overlap and memory limits run the same code as on a GPU. The host arena is page-aligned anonymous memory (in CUDA builds it is what
 // cudaHostRegister pins) and is registered with io_uring for the disk transfers.
 #pragma once
 
@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 
+#include "src/backend/backend.h"
 #include "src/core/status.h"
 #include "src/io/aligned_buffer.h"
 #include "src/io/file_env.h"
@@ -39,14 +40,19 @@ struct MemoryTiersOptions {
 // Thread-safe for transfers: each lane passes its own ring half. Creation is not.
 class MemoryTiers {
  public:
-  // Allocates every tier `layout` uses. Errors say which tier and how many bytes.
-  // `weight_file` (WeightPlacement::weight_file): a strata store's tensors.bin that disk-resident
-  // weights are read from in place, opened read-only for ReadWeights(); empty: none.
+  // Allocates every tier `layout` uses, the device tier from `device` (which must outlive the
+  // tiers). Errors say which tier and how many bytes. `weight_file`
+  // (WeightPlacement::weight_file): a strata store's tensors.bin that disk-resident weights are
+  // read from in place, opened read-only for ReadWeights(); empty: none.
   static Result<std::unique_ptr<MemoryTiers>> Create(const TierLayout& layout,
                                                      const MemoryTiersOptions& options,
+                                                     Backend& device,
                                                      const std::string& weight_file = "");
 
-  // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena.
+  // A GPU extent as a span of the device arena. REQUIRES: e.tier == kGpu; e lies within it.
+  DeviceSpan Device(const Extent& e) const;
+  // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena; for
+  // a GPU extent, a device backend that keeps its arena in host memory (DeviceArena::host_view).
   uint8_t* At(const Extent& e) const;
 
   // Bytes each tier holds (arena sizes; the scratch file's size).
@@ -70,7 +76,8 @@ class MemoryTiers {
  private:
   MemoryTiers() = default;
 
-  AlignedBuffer device_, host_;
+  std::unique_ptr<DeviceArena> device_;
+  AlignedBuffer host_;
   std::unique_ptr<FileEnv> env_;
   std::unique_ptr<ScratchFile> scratch_;
   std::unique_ptr<DiskFile> weight_file_;

@@ -54,7 +54,7 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   STRATA_RETURN_IF_ERROR(CheckHostMemoryFor(engine->placement, prompt_len, max_len,
                                             &engine->planned));
   STRATA_ASSIGN_OR_RETURN(engine->tiers,
-                          MemoryTiers::Create(engine->placement.layout, options_.tiers,
+                          MemoryTiers::Create(engine->placement.layout, options_.tiers, backend_,
                                               engine->placement.weights.weight_file));
   if (plan.compress_weight) {
     const Q4Weights q4(model_);

@@ -44,6 +44,9 @@ std::vector<PrefillCase> Cases() {
   cases.push_back({64, 19, 8, 2, 128, 19, 19, starts});
   cases.push_back({1, 1000, 8, 1, 128, 1000, 1000, {0}});
   cases.push_back({2, 517, 12, 12, 64, 517, 520, {0, 200}});
+  // 64 (sequence, KV head) pairs of 1 MB of K/V: the grid runs them in five bands (the last one
+  // short); a chunked prefill behind 4,060 slots, one sequence partly padding.
+  cases.push_back({4, 40, 16, 16, 64, 4100, 4100, {0, 1000, 3000, 4090}});
   return cases;
 }
 
@@ -121,10 +124,9 @@ TEST_F(PrefillAttentionF16Test, MatchesFp64AndCpuAtEverySupportedShape) {
                                            d,       c.max_len,    c.cache_len, scale};
     cuda_ops::PrefillAttentionPlan planned;
     ASSERT_EQ(cuda_ops::PlanPrefillAttention(s, &planned), cudaSuccess);
-    for (int warps : {planned.warps, 4, 8}) {
-      SCOPED_TRACE(::testing::Message() << "warps " << warps);
-      cuda_ops::PrefillAttentionPlan plan;
-      plan.warps = warps;
+    const cuda_ops::PrefillAttentionPlan shapes[] = {planned, {4, 16}, {8, 16}, {4, 32}};
+    for (const cuda_ops::PrefillAttentionPlan& plan : shapes) {
+      SCOPED_TRACE(::testing::Message() << "warps " << plan.warps << " x " << plan.warp_rows);
       out.Poison();
       ASSERT_EQ(
           cuda_ops::PrefillAttentionF16(s, plan, reinterpret_cast<const __half*>(dq.get()),
@@ -165,10 +167,14 @@ TEST_F(PrefillAttentionF16Test, RejectsUnsupportedShapes) {
   s.num_kv_heads = 3;  // 4 heads are not a multiple of 3 KV heads
   EXPECT_EQ(cuda_ops::PlanPrefillAttention(s, &plan), cudaErrorInvalidValue);
   s.num_kv_heads = 1;
-  plan.warps = 6;
-  EXPECT_EQ(
-      cuda_ops::PrefillAttentionF16(s, plan, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
-      cudaErrorInvalidValue);
+  for (const cuda_ops::PrefillAttentionPlan bad :
+       {cuda_ops::PrefillAttentionPlan{6, 16}, cuda_ops::PrefillAttentionPlan{8, 32},
+        cuda_ops::PrefillAttentionPlan{4, 24}}) {
+    EXPECT_EQ(
+        cuda_ops::PrefillAttentionF16(s, bad, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr),
+        cudaErrorInvalidValue)
+        << bad.warps << " x " << bad.warp_rows;
+  }
 }
 
 }  // namespace

@@ -60,55 +60,56 @@ std::vector<float> TiledAttention(const Case& c, const std::vector<float>& q,
   const int first_new_slot = c.cache_len - c.new_tokens;
   const float scale_log2 = scale * kLog2e;
   std::vector<float> out(q.size(), NAN);
-  for (int b = 0; b < c.batch; ++b) {
-    for (int kvh = 0; kvh < c.kv_heads; ++kvh) {
-      const size_t base = (static_cast<size_t>(b) * c.kv_heads + kvh) * c.cache_len;
-      for (int64_t row0 = 0; row0 < rows_total; row0 += c.rows_per_tile) {
-        const KeyTiles kt = KeyTilesFor(first_new_slot, c.start[b], c.new_tokens, group, row0,
-                                        c.rows_per_tile, c.keys_per_tile);
-        for (int64_t row = row0; row < std::min<int64_t>(row0 + c.rows_per_tile, rows_total);
-             ++row) {
-          const int tok = RowToken(row, group);
-          const int head = kvh * group + RowHeadInGroup(row, group);
-          const int slot = first_new_slot + tok;
-          const float* qv =
-              q.data() + ((static_cast<size_t>(b) * c.new_tokens + tok) * c.heads + head) * d;
-          float m = -INFINITY, l = 0.0f;
-          std::vector<float> o(d, 0.0f), p(c.keys_per_tile);
-          for (int j = 0; j < kt.num_tiles; ++j) {
-            const int key0 = kt.key_begin + j * c.keys_per_tile;
-            float mx = -INFINITY;
-            for (int n = 0; n < c.keys_per_tile; ++n) {
-              const int key = key0 + n;
-              float dot = 0.0f;  // keys from key_end on are zero rows, as the kernel loads them
-              if (key < kt.key_end) {
-                for (int i = 0; i < d; ++i) dot += qv[i] * k[(base + key) * d + i];
-              }
-              if (j >= kt.num_unmasked && !KeyVisible(key, slot)) dot = -INFINITY;
-              p[n] = dot;
-              mx = std::max(mx, dot);
-            }
-            const float m_new = std::max(m, mx * scale_log2);
-            const float alpha = RescaleFactor(m, m_new);
-            m = m_new;
-            float sum = 0.0f;
-            for (int n = 0; n < c.keys_per_tile; ++n)
-              sum += (p[n] = Probability(p[n], scale_log2, m));
-            l = l * alpha + sum;
-            for (int i = 0; i < d; ++i) {
-              o[i] *= alpha;
-              for (int n = 0; n < c.keys_per_tile; ++n) {
-                const int key = key0 + n;
-                if (key < kt.key_end) o[i] += p[n] * v[(base + key) * d + i];
-              }
-            }
+  // The kernel's grid, in its order, with bands of 3 (sequence, KV head) pairs.
+  const int64_t seq_heads = static_cast<int64_t>(c.batch) * c.kv_heads;
+  const int64_t row_tiles = (rows_total + c.rows_per_tile - 1) / c.rows_per_tile;
+  for (int64_t block = 0; block < seq_heads * row_tiles; ++block) {
+    const BlockTile bt = BlockTileFor(block, seq_heads, row_tiles, 3);
+    const int b = static_cast<int>(bt.seq_head / c.kv_heads);
+    const int kvh = static_cast<int>(bt.seq_head % c.kv_heads);
+    const size_t base = (static_cast<size_t>(b) * c.kv_heads + kvh) * c.cache_len;
+    const int64_t row0 = bt.row_tile * c.rows_per_tile;
+    const KeyTiles kt = KeyTilesFor(first_new_slot, c.start[b], c.new_tokens, group, row0,
+                                    c.rows_per_tile, c.keys_per_tile);
+    for (int64_t row = row0; row < std::min<int64_t>(row0 + c.rows_per_tile, rows_total); ++row) {
+      const int tok = RowToken(row, group);
+      const int head = kvh * group + RowHeadInGroup(row, group);
+      const int slot = first_new_slot + tok;
+      const float* qv =
+          q.data() + ((static_cast<size_t>(b) * c.new_tokens + tok) * c.heads + head) * d;
+      float m = -INFINITY, l = 0.0f;
+      std::vector<float> o(d, 0.0f), p(c.keys_per_tile);
+      for (int j = 0; j < kt.num_tiles; ++j) {
+        const int key0 = kt.key_begin + j * c.keys_per_tile;
+        float mx = -INFINITY;
+        for (int n = 0; n < c.keys_per_tile; ++n) {
+          const int key = key0 + n;
+          float dot = 0.0f;  // keys from key_end on are zero rows, as the kernel loads them
+          if (key < kt.key_end) {
+            for (int i = 0; i < d; ++i) dot += qv[i] * k[(base + key) * d + i];
           }
-          const float inv = slot < c.start[b] ? 0.0f : InverseDenominator(l);
-          float* dst =
-              out.data() + ((static_cast<size_t>(b) * c.new_tokens + tok) * c.heads + head) * d;
-          for (int i = 0; i < d; ++i) dst[i] = o[i] * inv;
+          if (j >= kt.num_unmasked && !KeyVisible(key, slot)) dot = -INFINITY;
+          p[n] = dot;
+          mx = std::max(mx, dot);
+        }
+        const float m_new = std::max(m, mx * scale_log2);
+        const float alpha = RescaleFactor(m, m_new);
+        m = m_new;
+        float sum = 0.0f;
+        for (int n = 0; n < c.keys_per_tile; ++n) sum += (p[n] = Probability(p[n], scale_log2, m));
+        l = l * alpha + sum;
+        for (int i = 0; i < d; ++i) {
+          o[i] *= alpha;
+          for (int n = 0; n < c.keys_per_tile; ++n) {
+            const int key = key0 + n;
+            if (key < kt.key_end) o[i] += p[n] * v[(base + key) * d + i];
+          }
         }
       }
+      const float inv = slot < c.start[b] ? 0.0f : InverseDenominator(l);
+      float* dst =
+          out.data() + ((static_cast<size_t>(b) * c.new_tokens + tok) * c.heads + head) * d;
+      for (int i = 0; i < d; ++i) dst[i] = o[i] * inv;
     }
   }
   return out;
@@ -165,6 +166,33 @@ TEST(PrefillTilesTest, KeyTilesCoverExactlyTheVisibleKeys) {
       }
       if (kt.num_unmasked < kt.num_tiles) {
         EXPECT_GT(kt.key_begin + (kt.num_unmasked + 1) * keys_per_tile - 1, min_slot);
+      }
+    }
+  }
+}
+
+TEST(PrefillTilesTest, GridOrderVisitsEveryTileOnceLongestFirstWithinBands) {
+  for (int64_t seq_heads : {1, 2, 7, 64, 130}) {
+    for (int64_t row_tiles : {1, 3, 64}) {
+      for (int64_t band : {1, 4, 8, 200}) {
+        SCOPED_TRACE(::testing::Message() << "seq_heads " << seq_heads << " row_tiles " << row_tiles
+                                          << " band " << band);
+        std::vector<int> seen(seq_heads * row_tiles, 0);
+        std::vector<int64_t> last_tile(seq_heads, row_tiles);
+        for (int64_t block = 0; block < seq_heads * row_tiles; ++block) {
+          const BlockTile t = BlockTileFor(block, seq_heads, row_tiles, band);
+          ASSERT_GE(t.seq_head, 0);
+          ASSERT_LT(t.seq_head, seq_heads);
+          ASSERT_GE(t.row_tile, 0);
+          ASSERT_LT(t.row_tile, row_tiles);
+          ++seen[t.seq_head * row_tiles + t.row_tile];
+          // Each pair's tiles come longest (last) first, one at a time.
+          ASSERT_EQ(t.row_tile, last_tile[t.seq_head] - 1);
+          last_tile[t.seq_head] = t.row_tile;
+          // Blocks of one band are consecutive: block / (band * row_tiles) names the band.
+          ASSERT_EQ(t.seq_head / band, block / (band * row_tiles));
+        }
+        for (int n : seen) ASSERT_EQ(n, 1);
       }
     }
   }

@@ -53,6 +53,27 @@ TEST(KvQ4ChannelMathTest, MagicNumberUnpackGivesTheNibblesExactly) {
   }
 }
 
+// The values' high nibbles come out as 16·n and meet scale / 16 in the HFMA2, so the product is
+// n·scale exactly whenever scale / 16 is itself an fp16 number (every scale of at least 2^-10).
+TEST(KvQ4ChannelMathTest, TimesSixteenUnpackAndScaleAreExact) {
+  std::mt19937 rng(10);
+  for (int i = 0; i < 4096; ++i) {
+    const uint32_t w = rng();
+    for (int shift : {4, 8, 12}) {
+      const uint32_t pair = NibblePairTimes16Plus1024(w, shift);
+      const double lo = HalfBitsToFloat(static_cast<uint16_t>(pair & 0xFFFF)) - 1024.0;
+      const double hi = HalfBitsToFloat(static_cast<uint16_t>(pair >> 16)) - 1024.0;
+      EXPECT_EQ(lo, 16.0 * ((w >> shift) & 0xF));
+      EXPECT_EQ(hi, 16.0 * ((w >> (shift + 16)) & 0xF));
+    }
+  }
+  for (uint32_t h = 0x1400; h < 0x7C00; ++h) {  // 2^-10 up to the largest finite fp16
+    const float scale = HalfBitsToFloat(static_cast<uint16_t>(h));
+    const uint16_t sixteenth = FloatToHalfBits(scale * 0.0625f);
+    ASSERT_EQ(static_cast<double>(HalfBitsToFloat(sixteenth)), scale / 16.0) << "bits " << h;
+  }
+}
+
 // Every channel once over a lane's fragments (keys) and over the output rows (values), and each
 // nibble's channel as the CPU reader (DequantizeKeyByChannel with unit params) sees it.
 TEST(KvQ4ChannelMathTest, FragmentMapsCoverEveryChannelOnceAsTheCpuReaderSees) {

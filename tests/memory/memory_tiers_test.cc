@@ -1,5 +1,6 @@
 // MemoryTiers' disk reads: pieces close together in the file are read in one request (the bytes
 // between them dropped), pieces far apart in their own, and every piece gets its own bytes.
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/memory/memory_tiers.h"
 
 #include <gtest/gtest.h>
@@ -37,12 +38,13 @@ TEST(MemoryTiersTest, ReadsJoinPiecesUpTo64KiBApartAndKeepTheOthersApart) {
   const Extent extent =
       layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, "cache", kExtentBytes, kDirectIoAlignment);
   std::atomic<int> reads{0};
+  auto backend = MakeCpuBackend();
   MemoryTiersOptions o;
   o.offload_dir = ::testing::TempDir();
   o.wrap_file_env = [&](std::unique_ptr<FileEnv> base) {
     return std::make_unique<ReadCountingEnv>(std::move(base), &reads);
   };
-  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, o);
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, o, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   Result<AlignedBuffer> file_bytes = AlignedBuffer::Allocate(kExtentBytes);
   Result<AlignedBuffer> ring = AlignedBuffer::Allocate(256 << 10);

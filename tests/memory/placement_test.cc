@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "policy/memory_accounting.h"
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/memory/memory_tiers.h"
 #include "src/memory/model_spec_of.h"
 #include "src/memory/placement.h"
@@ -281,9 +282,10 @@ TEST(PlacementTest, TiersRefuseALayoutOverTheDeviceCapacity) {
   const Plan plan = MakePlan({100, 0, 100, 0, 100, 0}, 4, 1, false);
   Result<Placement> p = PlaceBlock(*model, plan, {4, 1, 24, 40});
   ASSERT_TRUE(p.ok());
+  auto backend = MakeCpuBackend();
   MemoryTiersOptions o;
   o.device_capacity_bytes = p->layout.tier_bytes(Tier::kGpu) - 1;
-  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_FALSE(tiers.ok());
   EXPECT_EQ(tiers.status().code(), StatusCode::kResourceExhausted);
   EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos);
@@ -295,9 +297,10 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
   const Plan plan = MakePlan({30, 30, 100, 0, 100, 0}, 1, 1, false);
   Result<Placement> p = PlaceBlock(*model, plan, {1, 1, 4, 8});
   ASSERT_TRUE(p.ok());
+  auto backend = MakeCpuBackend();
   MemoryTiersOptions o;
   o.offload_dir = ::testing::TempDir();
-  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
   Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
@@ -379,9 +382,10 @@ TEST(PlacementTest, WeightsMadeOnDemandGoHomeAsTheInMemoryOnes) {
           }
         }
       }
+      auto backend = MakeCpuBackend();
       MemoryTiersOptions o;
       o.offload_dir = ::testing::TempDir();
-      Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+      Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
       ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
       ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
       const std::vector<std::vector<uint8_t>> got = HomeBytes(*p, **tiers);
@@ -471,10 +475,11 @@ TEST(PlacementTest, StoreWeightsReadInPlaceRoundTrip) {
   Result<Placement> p = PlaceBlock(*stored, plan, {1, 1, 4, 8});
   ASSERT_TRUE(p.ok());
   ASSERT_EQ(p->weights.weight_file, stored->store_data_path());
+  auto backend = MakeCpuBackend();
   MemoryTiersOptions o;
   o.offload_dir = ::testing::TempDir() + "/no/such/dir";  // never used: no scratch file
   Result<std::unique_ptr<MemoryTiers>> tiers =
-      MemoryTiers::Create(p->layout, o, p->weights.weight_file);
+      MemoryTiers::Create(p->layout, o, *backend, p->weights.weight_file);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   EXPECT_EQ((*tiers)->capacity_bytes(Tier::kDisk), 0u);
   ASSERT_TRUE(CopyWeightsHome(*stored, p->weights, **tiers).ok());

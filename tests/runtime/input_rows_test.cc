@@ -2,6 +2,7 @@
 // BlockTransfers::GatherInputRows bringing exactly those rows — from whichever tier holds each —
 // into the weight slot, checked against the model's own tensors (and the 4-bit planes
 // Q4Weights makes of them), with only their bytes crossing the links.
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/runtime/input_rows.h"
 
 #include <gtest/gtest.h>
@@ -88,9 +89,10 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   plan->compress_weight = q4;
   Result<Placement> p = PlaceBlock(**model, *plan, {2, 1, 4, 8});
   ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto backend = MakeCpuBackend();
   MemoryTiersOptions o;
   o.offload_dir = ::testing::TempDir();
-  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o);
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   const Q4Weights planes(**model);
   ASSERT_TRUE(CopyWeightsHome(**model, p->weights, **tiers,

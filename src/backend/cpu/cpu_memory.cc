@@ -1,8 +1,10 @@
 #include "src/backend/cpu/cpu_memory.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -19,10 +21,16 @@ namespace {
 
 constexpr char kCpuBackend[] = "cpu";
 
+// Anonymous memory, page-aligned (disk transfers may land in it), huge pages asked for and every
+// page faulted in up front, as the pinned host tier's (src/io/aligned_buffer.h).
 class CpuDeviceArena final : public DeviceArena {
  public:
-  CpuDeviceArena(uint8_t* base, uint64_t bytes) : DeviceArena(bytes, kCpuBackend), base_(base) {}
-  ~CpuDeviceArena() override { std::free(base_); }
+  CpuDeviceArena(uint8_t* base, uint64_t mapped, uint64_t bytes)
+      : DeviceArena(bytes, kCpuBackend), base_(base), mapped_(mapped) {}
+  ~CpuDeviceArena() override {
+    if (base_ != nullptr) ::munmap(base_, mapped_);
+  }
+  uint8_t* host_view() const override { return base_; }
 
   static uint8_t* Address(const DeviceSpan& span) {
     const auto& arena = static_cast<const CpuDeviceArena&>(ArenaOf(span, kCpuBackend));
@@ -31,6 +39,7 @@ class CpuDeviceArena final : public DeviceArena {
 
  private:
   uint8_t* base_;
+  uint64_t mapped_;
 };
 
 // Records count up; a stream completes a record by raising `completed` to its number.
@@ -173,18 +182,23 @@ class CpuStream final : public Stream {
 }  // namespace
 
 Result<std::unique_ptr<DeviceArena>> AllocateCpuDeviceArena(uint64_t bytes) {
-  constexpr uint64_t kAlignment = 64;
-  const uint64_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* base = rounded == 0 ? nullptr : std::aligned_alloc(kAlignment, rounded);
-  if (rounded != 0 && base == nullptr) {
-    return Status::ResourceExhausted("cannot allocate the emulated device tier's " +
-                                     std::to_string(bytes) +
-                                     " bytes of host memory; give the device tier less "
-                                     "(--gpu-mem-gib) or free host memory");
+  constexpr uint64_t kPage = 4096;
+  const uint64_t mapped = (bytes + kPage - 1) / kPage * kPage;
+  void* base = nullptr;
+  if (mapped > 0) {
+    base = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+      return Status::ResourceExhausted("cannot map the emulated device tier's " +
+                                       std::to_string(bytes) + " bytes of host memory (" +
+                                       std::strerror(errno) +
+                                       "); give the device tier less (--gpu-mem-gib) or free "
+                                       "host memory");
+    }
+    if (mapped >= (uint64_t{2} << 20)) ::madvise(base, mapped, MADV_HUGEPAGE);
+    ::madvise(base, mapped, MADV_POPULATE_WRITE);
   }
-  if (base != nullptr) std::memset(base, 0, rounded);
   return std::unique_ptr<DeviceArena>(
-      std::make_unique<CpuDeviceArena>(static_cast<uint8_t*>(base), bytes));
+      std::make_unique<CpuDeviceArena>(static_cast<uint8_t*>(base), mapped, bytes));
 }
 
 std::unique_ptr<Stream> MakeCpuStream(const CpuStreamOptions& options) {
