@@ -4,8 +4,9 @@
 // The device arena comes from the device backend (Backend::AllocateDeviceArena). The CPU
 // backend's is host memory, capacity-limited to what the layout (or --gpu-mem-gib) allows; its
 // copies in and out are done by the executor's load and store lane threads, its copy engines, so
-// placement, overlap and memory limits run the same code as on a GPU. The host arena is page-aligned anonymous memory (in CUDA builds it is what
-// cudaHostRegister pins) and is registered with io_uring for the disk transfers.
+// placement, overlap and memory limits run the same code as on a GPU. The host arena is
+// page-aligned anonymous memory (in CUDA builds it is what cudaHostRegister pins) and is
+// registered with io_uring for the disk transfers.
 #pragma once
 
 #include <cstdint>

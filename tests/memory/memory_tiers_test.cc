@@ -1,14 +1,17 @@
-// MemoryTiers' disk reads: pieces close together in the file are read in one request (the bytes
-// between them dropped), pieces far apart in their own, and every piece gets its own bytes.
-#include "src/backend/cpu/cpu_backend.h"
+// MemoryTiers: the device tier is the device backend's arena; disk reads join pieces close
+// together in the file in one request (the bytes between them dropped), keep pieces far apart in
+// their own, and give every piece its own bytes.
 #include "src/memory/memory_tiers.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstring>
 #include <memory>
+#include <numeric>
 #include <vector>
 
+#include "src/backend/cpu/cpu_backend.h"
 #include "tests/io/forwarding_env.h"
 #include "tests/io/io_test_util.h"
 
@@ -31,6 +34,38 @@ class ReadCountingEnv final : public io_testing::ForwardingEnv {
  private:
   std::atomic<int>* reads_;
 };
+
+// A GPU extent is a span of the backend's arena: what a stream copies into the span is what the
+// engine reads at the extent's address (the CPU backend keeps its arena in host memory).
+TEST(MemoryTiersTest, TheDeviceTierIsTheDeviceBackendsArena) {
+  TierLayout layout;
+  layout.Reserve(Tier::kGpu, MemoryUse::kWeights, "first", 4096);
+  const Extent extent = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, "second", 1000);
+  auto backend = MakeCpuBackend();
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, {}, *backend);
+  ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
+  EXPECT_EQ((*tiers)->capacity_bytes(Tier::kGpu), layout.tier_bytes(Tier::kGpu));
+  const DeviceSpan span = (*tiers)->Device(extent);
+  ASSERT_EQ(span.bytes(), extent.bytes);
+  std::vector<uint8_t> bytes(extent.bytes);
+  std::iota(bytes.begin(), bytes.end(), uint8_t{3});
+  auto stream = backend->MakeStream();
+  stream->CopyToDevice(span, bytes);
+  stream->Synchronize();
+  EXPECT_EQ(std::memcmp((*tiers)->At(extent), bytes.data(), bytes.size()), 0);
+}
+
+// A device tier the backend cannot give ends the run with the backend's message.
+TEST(MemoryTiersTest, ADeviceTierTheBackendCannotGiveIsAnError) {
+  TierLayout layout;
+  layout.Reserve(Tier::kGpu, MemoryUse::kWeights, "weights", uint64_t{1} << 60);
+  auto backend = MakeCpuBackend();
+  Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, {}, *backend);
+  ASSERT_FALSE(tiers.ok());
+  EXPECT_EQ(tiers.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos)
+      << tiers.status().ToString();
+}
 
 TEST(MemoryTiersTest, ReadsJoinPiecesUpTo64KiBApartAndKeepTheOthersApart) {
   constexpr uint64_t kExtentBytes = 1 << 20;
