@@ -8,7 +8,9 @@
 //   - Key scale folding: within one group of kQ4ChannelGroup tokens every key is
 //     k[c] = n[c]·scale[c] + minimum[c], so q·k = Σ (q[c]·scale[c])·n[c] + Σ q[c]·minimum[c]:
 //     the query is multiplied by the group's scales once (the MMA then sees only the codes) and
-//     the minimums make one score bias per (head, group).
+//     the minimums make one score bias per (head, group). The query is split once into fp16
+//     hi + lo, so that both run on fp16 operands: q·scale by HMUL2 + HFMA2, the bias by MMAs of
+//     the minimums against hi and lo.
 //   - The log-sum-exp merge of partial softmax results (log2 units, as the kernels use exp2).
 //   - The shared-memory swizzle of code rows, and the host's wave model for the split count.
 #pragma once
@@ -123,19 +125,59 @@ STRATA_Q4_HD constexpr int ValueDim(int m_tile, int upper, int g, int head_dim) 
 
 // ---- key scale folding ----
 
-// One channel of a key group folded into one query head: returns the fp16 bits of q·scale (the
-// MMA operand that multiplies the code) and adds q·minimum to `bias` (fused, as the device does).
-// `param` is the channel's {scale, minimum} fp16 pair as a word (scale in the low half).
-// FoldKeyChannelProduct is the same before the rounding: q·scale in fp32, so that the device
-// rounds two channels with one packing conversion.
-STRATA_Q4_HD inline float FoldKeyChannelProduct(float q, uint32_t param, float& bias) {
-  const float scale = HalfBitsToFloat(static_cast<uint16_t>(param & 0xFFFFu));
-  const float minimum = HalfBitsToFloat(static_cast<uint16_t>(param >> 16));
-  bias = fmaf(q, minimum, bias);
-  return q * scale;
+// Round to nearest even of a double to fp16 bits, on the host: one rounding of an fp16 multiply or
+// FMA (whose exact result a double holds when its inputs are fp16 numbers), for the host side of
+// the split fold below. Subnormals kept, overflow to infinity.
+inline uint16_t RoundToHalfBits(double x) {
+  if (std::isnan(x)) return 0x7E00u;
+  const uint16_t sign = std::signbit(x) ? 0x8000u : 0u;
+  const double a = std::fabs(x);
+  if (a == 0.0) return sign;
+  int e = 0;
+  std::frexp(a, &e);  // a = m·2^e, m in [0.5, 1)
+  const int binade = e - 1 < -14 ? -14 : e - 1;
+  const double ulp = std::ldexp(1.0, binade - 10);
+  const double r = std::nearbyint(a / ulp) * ulp;  // ties to even (the default rounding mode)
+  if (r > 65504.0) return sign | 0x7C00u;
+  return sign | FloatToHalfBits(static_cast<float>(r));  // r is an fp16 number: exact
 }
-STRATA_Q4_HD inline uint16_t FoldKeyChannel(float q, uint32_t param, float& bias) {
-  return FloatToHalfBits(FoldKeyChannelProduct(q, param, bias));
+
+// The query as two fp16 numbers, q = hi + lo to within 2^-22·|q| (+ 2^-25 when lo is subnormal):
+// hi = fp16(q), lo = fp16(q - hi) (q - hi is exact in fp32). Split once per block, so that the
+// tile loop folds scales (FoldKeyPairSplit) and minimums (an MMA of the minimums against hi and
+// lo) on fp16 operands only. REQUIRES: |q| < 65504.
+STRATA_Q4_HD inline void SplitQueryHalf(float q, uint16_t& hi, uint16_t& lo) {
+  hi = FloatToHalfBits(q);
+  lo = FloatToHalfBits(q - HalfBitsToFloat(hi));
+}
+
+// Two channels of the split fold, each half of the words one channel: fp16(hi·scale +
+// fp16(lo·scale)), one HMUL2 and one HFMA2 on the device, within 2^-11·(1 + 2^-10) of q·scale
+// relative (+ scale·2^-25 + 2^-24 absolute near the subnormals): about one rounding of q·scale,
+// with no conversion. With kSixteenth the result is then divided by 16 (one more HMUL2, exact
+// unless the quotient is subnormal): the fold for the codes unpacked as 16·n.
+template <bool kSixteenth>
+STRATA_Q4_HD inline uint32_t FoldKeyPairSplit(uint32_t hi, uint32_t lo, uint32_t scale) {
+#if defined(__CUDA_ARCH__)
+  const __half2 h = *reinterpret_cast<const __half2*>(&hi);
+  const __half2 l = *reinterpret_cast<const __half2*>(&lo);
+  const __half2 s = *reinterpret_cast<const __half2*>(&scale);
+  __half2 r = __hfma2(h, s, __hmul2_rn(l, s));
+  if constexpr (kSixteenth) r = __hmul2_rn(r, __half2half2(__ushort_as_half(0x2C00u)));
+  return *reinterpret_cast<const uint32_t*>(&r);
+#else
+  uint32_t out = 0;
+  for (int k = 0; k < 2; ++k) {
+    const double s = HalfBitsToFloat(static_cast<uint16_t>(scale >> (16 * k)));
+    const double h = HalfBitsToFloat(static_cast<uint16_t>(hi >> (16 * k)));
+    const double l = HalfBitsToFloat(static_cast<uint16_t>(lo >> (16 * k)));
+    const double low = HalfBitsToFloat(RoundToHalfBits(l * s));
+    uint16_t r = RoundToHalfBits(h * s + low);
+    if (kSixteenth) r = RoundToHalfBits(HalfBitsToFloat(r) / 16.0);
+    out |= static_cast<uint32_t>(r) << (16 * k);
+  }
+  return out;
+#endif
 }
 
 // ---- log-sum-exp merge (log2 units) ----

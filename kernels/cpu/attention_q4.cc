@@ -123,49 +123,21 @@ void AttendExact(const DecodeAttentionQ4Shape& s, const Q4ExactRows& exact, long
   }
 }
 
-// A thread's buffers for AttendChannelAvx512: two parts' outputs and log-sum-exps.
-struct ChannelScratch {
-  std::vector<float> part, lse;
-};
-
 // Keys by channel on the AVX-512 path: work `w` whose token 0 is token `phase` of its key group.
-// The path's 16-token tiles must not span two key groups (Work::key_phase), so when `phase` is
-// not a multiple of 16 the tokens before the next multiple are one call and the rest another,
-// merged by their log-sum-exp into w.out (and w.lse when set).
-void AttendChannelAvx512(const q4::Work& w, int phase, ChannelScratch& cs) {
-  const int d = w.head_dim, heads = w.heads;
-  const int lead = (q4::kTile - phase % q4::kTile) % q4::kTile;
-  if (lead == 0 || w.len <= lead) {
-    q4::Work whole = w;
-    whole.key_phase = phase;
-    q4::AttendAvx512(whole);
-    return;
-  }
-  cs.part.resize(2 * static_cast<size_t>(heads) * d);
-  cs.lse.resize(2 * static_cast<size_t>(heads));
-  q4::Work first = w;
-  first.len = lead;
-  first.key_phase = phase;
-  first.out = cs.part.data();
-  first.lse = cs.lse.data();
-  q4::AttendAvx512(first);
-  q4::Work rest = w;
-  rest.len = w.len - lead;
-  rest.key_phase = (phase + lead) % kQ4ChannelGroup;
-  rest.k_codes = w.k_codes + static_cast<long>(lead) * Q4CodeBytes(d);
-  rest.k_params = w.k_params + static_cast<long>(lead) * Q4ChannelParamHalves(d);
-  rest.v_codes = w.v_codes + static_cast<long>(lead) * Q4CodeBytes(d);
-  rest.v_params = w.v_params + static_cast<long>(lead) * Q4ParamHalves(d);
-  rest.out = cs.part.data() + static_cast<long>(heads) * d;
-  rest.lse = cs.lse.data() + heads;
-  q4::AttendAvx512(rest);
-  MergeChunks(cs.part.data(), cs.lse.data(), 2, heads, d, w.out);
-  if (w.lse == nullptr) return;
-  for (int h = 0; h < heads; ++h) {
-    const float a = cs.lse[static_cast<size_t>(h)], b = cs.lse[static_cast<size_t>(heads + h)];
-    const float top = std::max(a, b);
-    w.lse[h] = top + std::log(std::exp(a - top) + std::exp(b - top));
-  }
+// The path's 16-token tiles must not span two key groups (Work::key_phase), so the item starts at
+// the first token of its tile instead, phase % 16 tokens earlier in the same key group (slots of
+// the same sequence row), and leaves those out (Work::skip).
+void AttendChannelAvx512(const q4::Work& w, int phase) {
+  const int d = w.head_dim, skip = phase % q4::kTile;
+  q4::Work tiled = w;
+  tiled.len = w.len + skip;
+  tiled.skip = skip;
+  tiled.key_phase = phase - skip;
+  tiled.k_codes = w.k_codes - static_cast<long>(skip) * Q4CodeBytes(d);
+  tiled.k_params = w.k_params - static_cast<long>(skip) * Q4ChannelParamHalves(d);
+  tiled.v_codes = w.v_codes - static_cast<long>(skip) * Q4CodeBytes(d);
+  tiled.v_params = w.v_params - static_cast<long>(skip) * Q4ParamHalves(d);
+  q4::AttendAvx512(tiled);
 }
 
 }  // namespace
@@ -209,9 +181,10 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
   {
     std::vector<float> qs(static_cast<size_t>(heads) * d);
     std::vector<float> qsum(static_cast<size_t>(heads) * groups);
-    std::vector<q4::ScratchLine> scratch(q4::ScratchLayout(heads, d, span_max).total / 16);
+    // AttendChannelAvx512 lengthens an item by up to kTile - 1 tokens.
+    std::vector<q4::ScratchLine> scratch(
+        q4::ScratchLayout(heads, d, span_max + q4::kTile).total / 16);
     std::vector<float> scores;
-    ChannelScratch channel;
     // Guided: each thread takes contiguous runs of items, whose caches lie back to back in
     // memory, so that its hardware prefetcher keeps one stream; one item at a time made two
     // threads interleave items, each stream restarting at every item (docs/PERFORMANCE.md:
@@ -266,7 +239,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
       w.lse = range_lse;
       w.scratch = scratch.data()->f;
       if (s.keys_by_channel && attend == q4::AttendAvx512) {
-        AttendChannelAvx512(w, (lo - first) % kQ4ChannelGroup, channel);
+        AttendChannelAvx512(w, (lo - first) % kQ4ChannelGroup);
       } else {
         if (s.keys_by_channel) w.key_phase = (lo - first) % kQ4ChannelGroup;
         attend(w);

@@ -10,7 +10,8 @@
 // digits, see kWMax): per group p·v' = scale·(p·n) + minimum·p, the codes never widened to floats.
 // Keys by channel (Work::key_phase) take the same loop: when a tile starts a new key group, the
 // query times the group's channel scales is split into digits, and q·minimums is the tiles' score
-// offset (ChannelQuery).
+// offset (ChannelQuery). A work item that starts mid-tile of a key group starts at the tile's
+// first token instead and leaves the tokens before its own out (Work::skip).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -413,9 +414,9 @@ struct Pass {
   __m512i* qd;           // [heads, patterns, 6]: the query's digit vectors (TileKeyDots)
   float* qscale;         // [heads, groups]: s of those digits
   // Keys by channel (w->key_phase >= 0): qd and qscale are those of q times the channel scales of
-  // key group *key_group (ChannelQuery), bias is q·minimums of that group per head, chq the scaled
-  // query [heads, head_dim]; tscale [kStepTiles, heads, groups] and tbias [kStepTiles, heads]
-  // hold the qscale and bias of each tile of the step being scored.
+  // key group *key_group (ChannelQuery), bias is q·minimums of that group per head, chq the
+  // group's channel scales then minimums [2, head_dim]; tscale [kStepTiles, heads, groups] and
+  // tbias [kStepTiles, heads] hold the qscale and bias of each tile of the step being scored.
   int* key_group;
   float* chq;
   float* bias;
@@ -468,7 +469,7 @@ STRATA_AVX512 void QueryDigits(const Pass& s, const float* q, __m512i* qd, float
   for (int p = 0; p < s.patterns; ++p) {
     alignas(64) int8_t digits[6][64];
     for (int row = 0; row < 2; ++row) {  // the chunk's two 32-byte group rows
-      if (row == 1 && s.groups == 1) {  // both rows are group 0's (keys by channel redo this often)
+      if (row == 1 && s.groups == 1) {  // both rows are group 0's
         for (int k = 0; k < 6; ++k) std::memcpy(&digits[k][32], &digits[k][0], 32);
         break;
       }
@@ -488,27 +489,116 @@ STRATA_AVX512 void QueryDigits(const Pass& s, const float* q, __m512i* qd, float
   }
 }
 
+// Byte order of PackLow: byte j (and 32 + j) of the result is the low byte of int32 lane j of x
+// (j < 16) or lane j - 16 of y.
+struct PackOrder {
+  alignas(64) uint8_t index[64];
+};
+
+constexpr PackOrder MakePackOrder() {
+  PackOrder o{};
+  for (int j = 0; j < 64; ++j) {
+    const int i = j % 32;
+    o.index[j] = static_cast<uint8_t>(i < 16 ? 4 * i : 64 + 4 * (i - 16));
+  }
+  return o;
+}
+
+constexpr PackOrder kPackOrder = MakePackOrder();
+
+// The low bytes of x's and then y's 16 int32 lanes, in both 32-byte halves.
+STRATA_AVX512_INLINE __m512i PackLow(__m512i x, __m512i y, __m512i order) {
+  return _mm512_permutex2var_epi8(x, order, y);
+}
+
+// Keys by channel: one group row's digit vectors {a lo, a hi, b lo, b hi, c lo, c hi}
+// (QueryDigits' layout, the row's 32 bytes in both halves) of its 64 elements x · inv, built in
+// registers. With u = Q + 64 · 2^7 + 64, c + 64 = u & 127, b + 64 = (u >> 7) & 127 and a = u >> 14,
+// so the low bytes of u, u >> 7 and u >> 14 hold a and the offset b and c; the caller masks those
+// two with 127 and subtracts 64 (bytes, once per vector). Clamping before cvtps rounds (to
+// nearest even, as roundscale would) gives the same Q: the bounds are whole numbers.
+STRATA_AVX512_INLINE void RowDigits(const __m512 (&x)[4], __m512 inv, __m512i order, __m512i* out) {
+  const __m512 most = _mm512_set1_ps(static_cast<float>(kQMax));
+  const __m512 least = _mm512_sub_ps(_mm512_setzero_ps(), most);
+  const __m512i offset = _mm512_set1_epi32(64 * 128 + 64);
+  for (int hi = 0; hi < 2; ++hi) {
+    __m512i a[2], b[2], c[2];
+    for (int j = 0; j < 2; ++j) {
+      const __m512 y = _mm512_mul_ps(x[2 * hi + j], inv);
+      const __m512i big = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(y, least), most));
+      c[j] = _mm512_add_epi32(big, offset);
+      b[j] = _mm512_srli_epi32(c[j], 7);
+      a[j] = _mm512_srli_epi32(c[j], 14);
+    }
+    out[hi] = PackLow(a[0], a[1], order);
+    out[2 + hi] = PackLow(b[0], b[1], order);
+    out[4 + hi] = PackLow(c[0], c[1], order);
+  }
+}
+
+// 1 / x broadcast, 0 for x = 0 (a group of zeros).
+STRATA_AVX512_INLINE __m512 Inverse(float x) { return _mm512_set1_ps(x > 0.0f ? 1.0f / x : 0.0f); }
+
 // Keys by channel: the query of one key group from its params (scale of channel c at 2c, minimum
-// at 2c + 1): per head, the digits and scales of q' = q times the channel scales into s.qd and
-// s.qscale, and q·minimums into s.bias. Then q'·n + bias is each of the group's scores.
+// at 2c + 1). The params are widened once for all heads (into s.chq); per head, the digits and
+// scales of q' = q times the channel scales go to s.qd and s.qscale, and q·minimums to s.bias,
+// in one pass over q (q' stays in registers). Then q'·n + bias is each of the group's scores.
 STRATA_AVX512 void ChannelQuery(const Pass& s, const uint16_t* params) {
-  const int d = s.d;
+  const int d = s.d, groups = s.groups;
+  float* scale = s.chq;
+  float* minimum = s.chq + d;
   const __m512i one = _mm512_load_si512(kParamOrder.one);  // 16 channels' scales, then minima
+  for (int c = 0; c < d; c += 16) {
+    const __m512i halves = _mm512_permutexvar_epi16(one, _mm512_loadu_si512(params + 2 * c));
+    _mm512_storeu_ps(scale + c, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
+    _mm512_storeu_ps(minimum + c, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1)));
+  }
+  const __m512i order = _mm512_load_si512(kPackOrder.index);
+  const __m512i low7 = _mm512_set1_epi8(127), k64 = _mm512_set1_epi8(64);
+  const __m512 sign = _mm512_set1_ps(-0.0f);
+  const __mmask64 upper = 0xFFFFFFFF00000000ull;
+  const int rows = groups == 1 ? 1 : 2;  // at head_dim 64 both rows of a chunk are group 0's
   for (int h = 0; h < s.heads; ++h) {
     const float* q = s.w->q + static_cast<long>(h) * d;
-    float* out = s.chq + static_cast<long>(h) * d;
+    float* qscale = s.qscale + h * groups;
+    __m512i* qd = s.qd + h * 6 * s.patterns;
     __m512 dot = _mm512_setzero_ps();
-    for (int c = 0; c < d; c += 16) {
-      const __m512i halves = _mm512_permutexvar_epi16(one, _mm512_loadu_si512(params + 2 * c));
-      const __m512 scale = _mm512_cvtph_ps(_mm512_castsi512_si256(halves));
-      const __m512 minimum = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1));
-      const __m512 x = _mm512_loadu_ps(q + c);
-      _mm512_storeu_ps(out + c, _mm512_mul_ps(x, scale));
-      dot = _mm512_fmadd_ps(x, minimum, dot);
+    for (int p = 0; p < s.patterns; ++p) {
+      __m512i row[2][6];
+      for (int r = 0; r < rows; ++r) {
+        // Rows visit the groups in order, the first `groups` visits each group once (odd group
+        // counts visit each twice): those add to q·minimums, in channel order.
+        const int visit = 2 * p + r, g = visit % groups;
+        __m512 x[4], m = _mm512_setzero_ps();
+        for (int i = 0; i < 4; ++i) {
+          const int c = 64 * g + 16 * i;
+          const __m512 qc = _mm512_loadu_ps(q + c);
+          x[i] = _mm512_mul_ps(qc, _mm512_loadu_ps(scale + c));
+          m = _mm512_max_ps(m, _mm512_andnot_ps(sign, x[i]));
+          if (visit < groups) dot = _mm512_fmadd_ps(qc, _mm512_loadu_ps(minimum + c), dot);
+        }
+        qscale[g] = _mm512_reduce_max_ps(m) / static_cast<float>(kQMax);
+        RowDigits(x, Inverse(qscale[g]), order, row[r]);
+      }
+      for (int k = 0; k < 6; ++k) {
+        __m512i v = rows == 1 ? row[0][k] : _mm512_mask_blend_epi8(upper, row[0][k], row[1][k]);
+        if (k >= 2) v = _mm512_sub_epi8(_mm512_and_si512(v, low7), k64);
+        qd[6 * p + k] = v;
+      }
     }
     s.bias[h] = _mm512_reduce_add_ps(dot);
-    QueryDigits(s, out, s.qd + h * 6 * s.patterns, s.qscale + h * s.groups);
   }
+}
+
+// Copies n floats: up to 16 (every tile's, at up to 16 heads per KV head) as one masked move
+// rather than a call to memcpy.
+STRATA_AVX512_INLINE void CopyFloats(const float* from, int n, float* to) {
+  if (n > 16) {
+    std::memcpy(to, from, sizeof(float) * n);
+    return;
+  }
+  const __mmask16 m = FirstBits(static_cast<unsigned>(n));
+  _mm512_mask_storeu_ps(to, m, _mm512_maskz_loadu_ps(m, from));
 }
 
 // Keys by channel: readies the query of the key group of the tile at t (whose tokens all lie in
@@ -522,8 +612,8 @@ STRATA_AVX512 void ChannelTile(const Pass& s, int t, int u) {
     ChannelQuery(s, w.k_params + (static_cast<long>(group) * kC - w.key_phase) * s.key_halves);
   }
   const int scales = s.heads * s.groups;
-  std::memcpy(s.tscale + u * scales, s.qscale, sizeof(float) * scales);
-  std::memcpy(s.tbias + u * s.heads, s.bias, sizeof(float) * s.heads);
+  CopyFloats(s.qscale, scales, s.tscale + u * scales);
+  CopyFloats(s.bias, s.heads, s.tbias + u * s.heads);
 }
 
 // Scores of the step at t0 (kStepTiles tiles) from the key codes, then the online-softmax update:
@@ -551,6 +641,13 @@ STRATA_AVX512 void ScoreStep(const Pass& s, int t0, int b) {
     }
     UnpackParams(w.v_params + static_cast<long>(t) * 2 * groups, n, groups,
                  s.vparams + u * 2 * groups * kTile);
+    if (t == 0 && w.skip > 0) {  // tokens to leave out: zero probability, and zero value params
+      const __mmask16 lead = FirstBits(static_cast<unsigned>(w.skip));
+      valid[u] &= static_cast<__mmask16>(~lead);
+      for (int r = 0; r < 2 * groups; ++r) {  // so that 0 · a stale value scale is never NaN
+        _mm512_mask_storeu_ps(s.vparams + (u * 2 * groups + r) * kTile, lead, _mm512_setzero_ps());
+      }
+    }
     const uint8_t* codes = w.k_codes + static_cast<long>(t) * (d / 2);
     if (n < kTile) {
       std::memset(s.tail, 0, static_cast<size_t>(kTile) * d / 2);

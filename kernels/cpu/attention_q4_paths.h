@@ -23,10 +23,12 @@ struct Work {
   // kQ4ChannelGroup tokens, and every attended token lies in a written group; k_params is then
   // the row's key params plane at token 0's slot (Q4ChannelParamHalves(head_dim) per slot), and
   // the path folds each group's channel scales into q and its minimums into one score offset.
-  // REQUIRES (AVX-512 path): no tile of kTile tokens from token 0 spans two key groups, that is
-  // key_phase % kTile == 0 or key_phase % kTile + len <= kTile (attention_q4.cc splits off the
-  // tokens before the first such boundary).
+  // REQUIRES (AVX-512 path): key_phase % kTile == 0, so that no tile of kTile tokens spans two
+  // key groups (attention_q4.cc starts a work item at its tile's first token, with `skip`).
   int key_phase = -1;
+  // AVX-512 path: the first `skip` (< kTile) tokens are read but left out of the softmax, as if
+  // the item started after them (their value params may be anything).
+  int skip = 0;
   const uint8_t* k_codes = nullptr;  // row of the first attended slot
   const uint16_t* k_params = nullptr;
   const uint8_t* v_codes = nullptr;
@@ -60,7 +62,8 @@ struct Layout {
   size_t quads;    // kStep / 4 x 4 vectors: one group's value codes of a step, four tokens a lane
   size_t vtail;    // 4 rows of one group's value codes: a partial last quad, zero-padded
   size_t chq;      // keys by channel (AVX2): [2, heads, head_dim], q times the channel scales of
-                   // the key groups of even and odd index (AVX-512: the first half, one group)
+                   // the key groups of even and odd index (AVX-512: [2, head_dim], one key
+                   // group's channel scales, then its minimums)
   size_t chbias;   // keys by channel (AVX2): [2, heads rounded up to 16], q·minimums of those
   size_t chtile;   // keys by channel (AVX-512): per tile of a step, [heads, groups] digit scales,
                    // then [heads] q·minimums

@@ -21,11 +21,13 @@
 //
 // Tensor cores, transposed, as attention_decode.cuh: S^T[32 tokens, 8 heads] = N[32, d] Q'^T and
 // O^T[d, 8 heads] += V^T[d, 32] P^T. Per tile (= key group) each lane folds the group's channel
-// scales into its slice of the query once, Q' = fp16(q · scale), and the minimums into one score
-// bias per head, Σ q · minimum (kernels/kv_q4_channel_math.h), so the key MMA multiplies the
-// exact codes (nibbles unpacked by the 0x6400 magic number). Values are dequantized in fp16 with
-// one HFMA2 per two elements, as in attention_decode.cuh: folding the value scale into P would
-// let P · scale underflow fp16. Exact rows are attended in fp32 on the CUDA cores.
+// scales into its slice of the query once, Q' = fp16(q · scale) from the query split once per
+// block into fp16 hi + lo (one HMUL2 and one HFMA2 a channel pair, no conversions), and the
+// minimums into one score bias per head, Σ q · minimum, by MMAs of the minimums against hi and lo
+// (kernels/kv_q4_channel_math.h), so the key MMA multiplies the exact codes (nibbles unpacked by
+// the 0x6400 magic number; the high nibbles as 16·n against Q' / 16). Values are dequantized in
+// fp16 with one HFMA2 per two elements, as in attention_decode.cuh: folding the value scale into
+// P would let P · scale underflow fp16. Exact rows are attended in fp32 on the CUDA cores.
 //
 // Precision: Q', P and dequantized V are fp16 MMA operands with fp32 accumulation: a normalised
 // error of order 1e-3 against the CPU kernel.
@@ -89,7 +91,8 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 // 2 blocks, 8 warps an SM, which kept the DRAM 63% busy while waiting on their own instruction
 // chains): few stages and more resident warps. One tile ahead per warp is enough once 16 warps
 // share an SM, since each warp then computes a tile in several µs, past the DRAM latency.
-// kMinBlocks caps the registers (__launch_bounds__) so that the shared memory is the only limit.
+// kMinBlocks caps the registers (__launch_bounds__) so that the shared memory is the only limit
+// (head_dim 64: 5 blocks, 96 registers; at 6 the 80-register cap spills).
 template <int kHeadDim>
 struct Layout {
   static constexpr int kRowBytes = kHeadDim / 2;
@@ -97,7 +100,7 @@ struct Layout {
   static constexpr int kGroups = kHeadDim / 64;  // value groups per token
   static constexpr int kMTiles = kHeadDim / 16;
   static constexpr int kStages = kHeadDim >= 128 ? 2 : 3;
-  static constexpr int kMinBlocks = kHeadDim == 64 ? 6 : (kHeadDim == 128 ? 4 : 2);
+  static constexpr int kMinBlocks = kHeadDim == 64 ? 5 : (kHeadDim == 128 ? 4 : 2);
   static constexpr int kOutSlots = 2 * kWarps;
   static constexpr int kKCodes = 0;
   static constexpr int kVCodes = kTile * kRowBytes;
@@ -109,7 +112,11 @@ struct Layout {
   // 4t: a 16-float pad moves the next head 16 banks on, so that the phase is conflict-free.
   static constexpr int kQStride = kHeadDim + 16;
   static constexpr int kQOffset = kPipeBytes;
-  static constexpr int kStatsOffset = kQOffset + kHeadsPerTile * kQStride * 4;
+  // The queries split into fp16 hi + lo pairs in the key fragments' order, [chunk][nibble half]
+  // [head][t] of 16 bytes {hi k 2t..2t+1, hi k 2t+8..2t+9, lo .., lo ..}: one conflict-free
+  // 16-byte read a lane and k-step (the 8 lanes of a phase read 128 consecutive bytes).
+  static constexpr int kQSplitOffset = kQOffset + kHeadsPerTile * kQStride * 4;
+  static constexpr int kStatsOffset = kQSplitOffset + kChunks * 2 * kHeadsPerTile * 4 * 16;
   static constexpr int kSmemBytes = kStatsOffset + 2 * kOutSlots * kHeadsPerTile * 4;
   static_assert(kOutSlots * kHeadsPerTile * kHeadDim * 4 <= kPipeBytes, "outputs alias the stages");
   static_assert(kStageBytes % 16 == 0, "stages stay 16-byte aligned");
@@ -175,21 +182,28 @@ template <int kShift>
 __device__ __forceinline__ __half2 Codes(uint32_t w) {
   return __hsub2(Half2FromBits(q4c::NibblePairPlus1024(w, kShift)), Half2FromBits(0x64006400u));
 }
-// The same times 16, for the values' high nibbles (kShift 4 and 12) whose scale is taken / 16:
-// one shift a word instead of three. (On the keys it costs the head_dim 64 kernel its registers.)
+// The same times 16, for the high nibbles (kShift 4 and 12) of the values, whose scale is taken
+// / 16, and of the keys, whose folded query is: one shift a word instead of three.
 template <int kShift>
 __device__ __forceinline__ __half2 Codes16(uint32_t w) {
   return __hsub2(Half2FromBits(q4c::NibblePairTimes16Plus1024(w, kShift)),
                  Half2FromBits(0x64006400u));
 }
 
+// 2^x for x <= 0 on the special-function unit alone (exp2f adds the fix-ups of subnormal
+// results, which become fp16 zeros here anyway); 2^-inf = 0.
+__device__ __forceinline__ float Exp2Ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // The 4-bit tiles [split's run) of one row: each warp's loads, folds, MMAs and online softmax.
 // Leaves the warp's max, denominator and unnormalised output in s_m / s_l / s_o (heads 2t, 2t+1).
 template <int kHeadDim>
 __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4ChannelRow& row,
-                                                const float (*s_q)[Layout<kHeadDim>::kQStride],
-                                                uint8_t* smem, float* s_m, float* s_l, int first,
-                                                int quant_lo, int quant_hi) {
+                                                const uint4* s_qs, uint8_t* smem, float* s_m,
+                                                float* s_l, int first, int quant_lo, int quant_hi) {
   using L = Layout<kHeadDim>;
   constexpr int kChunks = L::kChunks;
   constexpr int kGroups = L::kGroups;
@@ -242,7 +256,7 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
                          v_params + (ok ? static_cast<int64_t>(slot) * kGroups * 4 : 0), ok);
   };
 
-  q4c::SoftmaxRun run[2];  // heads 2t, 2t + 1; l is this lane's share
+  q4c::SoftmaxRun run[2];  // heads 2t, 2t + 1, the same in the 8 lanes that share t
   float o[L::kMTiles][4];
 #pragma unroll
   for (int m = 0; m < L::kMTiles; ++m) {
@@ -264,37 +278,47 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
     const uint8_t* st = ring + (i % kStages) * L::kStageBytes;
     const int slot0 = first + (my_first + i * kWarps) * kTile;
 
-    // The group's scales folded into this lane's query slice (head g), its minimums into a bias.
-    uint32_t qb[kChunks][2][2];
-    float bias = 0.0f;
+    // Scores, a pair of 16-byte code chunks (one ldmatrix a m-tile) at a time, both m-tiles
+    // interleaved: acc[mt] = (token 16mt + g, head 2t), (.., 2t + 1), (token 16mt + g + 8, 2t),
+    // (.., 2t + 1). Per chunk the group's scales are folded into this lane's query slice (head g):
+    // fp16(q·scale) from the query's fp16 hi + lo (q4c::FoldKeyPairSplit, no conversions), divided
+    // by 16 for the high nibbles, which are unpacked as 16·n (one shift a code word instead of
+    // three). The minimums make the bias Σ q·minimum on the tensor cores: an A whose every row is
+    // the minimums, against the query's hi and lo (fp16 products exact, fp32 sums); row g of the
+    // result is the bias of heads 2t, 2t + 1. Folding per chunk keeps 8 query words live, not d/8.
+    float acc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+    float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
+    for (int c = 0; c < kChunks; c += 2) {
+      uint32_t qb[2][2][2];  // [chunk c + u][nibble half][k-half]
 #pragma unroll
-      for (int hi = 0; hi < 2; ++hi) {
-        const int ch = q4c::KeyChannel(c, t, 0, hi, kHeadDim);
-        const float4 qv = *reinterpret_cast<const float4*>(&s_q[g][ch]);
-        const uint4 pr = *reinterpret_cast<const uint4*>(st + L::kKParams + 4 * ch);
-        const float f0 = q4c::FoldKeyChannelProduct(qv.x, pr.x, bias);
-        const float f1 = q4c::FoldKeyChannelProduct(qv.y, pr.y, bias);
-        const float f2 = q4c::FoldKeyChannelProduct(qv.z, pr.z, bias);
-        const float f3 = q4c::FoldKeyChannelProduct(qv.w, pr.w, bias);
-        qb[c][hi][0] = PackHalf2(f0, f2);  // k-indices 2t, 2t + 1: bytes 0 and 2 of the word
-        qb[c][hi][1] = PackHalf2(f1, f3);  // k-indices 2t + 8, 2t + 9: bytes 1 and 3
+      for (int u = 0; u < 2; ++u) {
+#pragma unroll
+        for (int hi = 0; hi < 2; ++hi) {
+          const int ch = q4c::KeyChannel(c + u, t, 0, hi, kHeadDim);
+          const uint4 qs = s_qs[(((c + u) * 2 + hi) * kHeadsPerTile + g) * 4 + t];
+          const uint4 pr = *reinterpret_cast<const uint4*>(st + L::kKParams + 4 * ch);
+          // Channels ch, ch + 2 (k-indices 2t, 2t + 1) and ch + 1, ch + 3 (2t + 8, 2t + 9).
+          const uint32_t s02 = __byte_perm(pr.x, pr.z, 0x5410);
+          const uint32_t s13 = __byte_perm(pr.y, pr.w, 0x5410);
+          const uint32_t m02 = __byte_perm(pr.x, pr.z, 0x7632);
+          const uint32_t m13 = __byte_perm(pr.y, pr.w, 0x7632);
+          if (hi == 0) {
+            qb[u][0][0] = q4c::FoldKeyPairSplit<false>(qs.x, qs.z, s02);
+            qb[u][0][1] = q4c::FoldKeyPairSplit<false>(qs.y, qs.w, s13);
+          } else {
+            qb[u][1][0] = q4c::FoldKeyPairSplit<true>(qs.x, qs.z, s02);
+            qb[u][1][1] = q4c::FoldKeyPairSplit<true>(qs.y, qs.w, s13);
+          }
+          const uint32_t a_min[4] = {m02, m02, m13, m13};
+          const uint32_t b_hi[2] = {qs.x, qs.y};
+          const uint32_t b_lo[2] = {qs.z, qs.w};
+          MmaF16(bias, a_min, b_hi);
+          MmaF16(bias, a_min, b_lo);
+        }
       }
-    }
-    bias += __shfl_xor_sync(kFullMask, bias, 1);
-    bias += __shfl_xor_sync(kFullMask, bias, 2);
-    const float bias_even = __shfl_sync(kFullMask, bias, 8 * t);     // head 2t (lane g = 2t)
-    const float bias_odd = __shfl_sync(kFullMask, bias, 8 * t + 4);  // head 2t + 1
-
-    // Scores: s[mt] = (token 16mt + g, head 2t), (.., 2t + 1), (token 16mt + g + 8, 2t), (.., 2t +
-    // 1).
-    float s[2][4];
 #pragma unroll
-    for (int mt = 0; mt < 2; ++mt) {
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-      for (int c = 0; c < kChunks; c += 2) {
+      for (int mt = 0; mt < 2; ++mt) {
         const int mi = lane / 8;
         const int tok = 16 * mt + 8 * (mi & 1) + lane % 8;
         const int cc = c + (mi >> 1);
@@ -307,19 +331,32 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
           const uint32_t wg8 = r[2 * u + 1];
           const uint32_t a_lo[4] = {HalfBits2(Codes<0>(wg)), HalfBits2(Codes<0>(wg8)),
                                     HalfBits2(Codes<8>(wg)), HalfBits2(Codes<8>(wg8))};
-          MmaF16(acc, a_lo, qb[c + u][0]);
-          const uint32_t a_hi[4] = {HalfBits2(Codes<4>(wg)), HalfBits2(Codes<4>(wg8)),
-                                    HalfBits2(Codes<12>(wg)), HalfBits2(Codes<12>(wg8))};
-          MmaF16(acc, a_hi, qb[c + u][1]);
+          MmaF16(acc[mt], a_lo, qb[u][0]);
+          const uint32_t a_hi[4] = {HalfBits2(Codes16<4>(wg)), HalfBits2(Codes16<4>(wg8)),
+                                    HalfBits2(Codes16<12>(wg)), HalfBits2(Codes16<12>(wg8))};
+          MmaF16(acc[mt], a_hi, qb[u][1]);
         }
       }
-      const int slot_lo = slot0 + 16 * mt + g;
-      const bool ok_lo = slot_lo >= quant_lo && slot_lo < quant_hi;
-      const bool ok_hi = slot_lo + 8 >= quant_lo && slot_lo + 8 < quant_hi;
-      s[mt][0] = ok_lo ? acc[0] + bias_even : -INFINITY;
-      s[mt][1] = ok_lo ? acc[1] + bias_odd : -INFINITY;
-      s[mt][2] = ok_hi ? acc[2] + bias_even : -INFINITY;
-      s[mt][3] = ok_hi ? acc[3] + bias_odd : -INFINITY;
+    }
+    float s[2][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt) {
+      s[mt][0] = acc[mt][0] + bias[0];
+      s[mt][1] = acc[mt][1] + bias[1];
+      s[mt][2] = acc[mt][2] + bias[0];
+      s[mt][3] = acc[mt][3] + bias[1];
+    }
+    // Tokens outside the attended 4-bit range (zero-filled codes) score -inf; only the first and
+    // last tiles of a row have any, so the test is skipped for the warp on the others.
+    if (slot0 < quant_lo || slot0 + kTile > quant_hi) {
+#pragma unroll
+      for (int mt = 0; mt < 2; ++mt) {
+        const int slot_lo = slot0 + 16 * mt + g;
+        const bool ok_lo = slot_lo >= quant_lo && slot_lo < quant_hi;
+        const bool ok_hi = slot_lo + 8 >= quant_lo && slot_lo + 8 < quant_hi;
+        if (!ok_lo) s[mt][0] = s[mt][1] = -INFINITY;
+        if (!ok_hi) s[mt][2] = s[mt][3] = -INFINITY;
+      }
     }
 
     // Online softmax per head; a head's 32 scores live in the 8 lanes that share t.
@@ -346,11 +383,10 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
     uint32_t pb[2][2];  // P^T fragments of the two k-steps (tokens 0-15, 16-31)
 #pragma unroll
     for (int mt = 0; mt < 2; ++mt) {
-      const __half2 p_even = __floats2half2_rn(exp2f(s[mt][0] - use[0]), exp2f(s[mt][2] - use[0]));
-      const __half2 p_odd = __floats2half2_rn(exp2f(s[mt][1] - use[1]), exp2f(s[mt][3] - use[1]));
-      // Sum the rounded probabilities: the weights the MMA uses then sum to the denominator.
-      run[0].l += __low2float(p_even) + __high2float(p_even);
-      run[1].l += __low2float(p_odd) + __high2float(p_odd);
+      const __half2 p_even =
+          __floats2half2_rn(Exp2Ftz(s[mt][0] - use[0]), Exp2Ftz(s[mt][2] - use[0]));
+      const __half2 p_odd =
+          __floats2half2_rn(Exp2Ftz(s[mt][1] - use[1]), Exp2Ftz(s[mt][3] - use[1]));
       // Transpose from the score layout (tokens g, g+8 x heads 2t, 2t+1) to the B fragment
       // (tokens 2t, 2t+1 | 2t+8, 2t+9 x head g), as attention_decode.cuh does.
       const int src = 8 * t + g / 2;
@@ -365,6 +401,16 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
       pb[mt][0] = __byte_perm(x, y, 0x5410);
       pb[mt][1] = __byte_perm(x, y, 0x7632);
     }
+    // The denominators on the tensor cores: ones times P^T sums the rounded probabilities (the
+    // weights the value MMA uses) of heads 2t, 2t + 1, whole in each of the head's 8 lanes.
+    {
+      const uint32_t ones[4] = {0x3C003C00u, 0x3C003C00u, 0x3C003C00u, 0x3C003C00u};
+      float l4[4] = {run[0].l, run[1].l, 0.0f, 0.0f};
+      MmaF16(l4, ones, pb[0]);
+      MmaF16(l4, ones, pb[1]);
+      run[0].l = l4[0];
+      run[1].l = l4[1];
+    }
 
     // O^T += V^T P^T, values dequantized per token pair in fp16.
 #pragma unroll
@@ -373,10 +419,21 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
 #pragma unroll
       for (int bi = 0; bi < 4; ++bi) {
         const int tok = 8 * bi + 2 * t;
-        const __half2 w0 = Half2FromBits(
-            *reinterpret_cast<const uint32_t*>(st + L::kVParams + (tok * kGroups + gr) * 4));
-        const __half2 w1 = Half2FromBits(
-            *reinterpret_cast<const uint32_t*>(st + L::kVParams + ((tok + 1) * kGroups + gr) * 4));
+        __half2 w0, w1;
+        if constexpr (kGroups == 2) {  // both groups of both tokens in one 16-byte read
+          const uint4 w = *reinterpret_cast<const uint4*>(st + L::kVParams + tok * kGroups * 4);
+          w0 = Half2FromBits(gr == 0 ? w.x : w.y);
+          w1 = Half2FromBits(gr == 0 ? w.z : w.w);
+        } else if constexpr (kGroups == 1) {  // both tokens in one 8-byte read
+          const uint2 w = *reinterpret_cast<const uint2*>(st + L::kVParams + tok * 4);
+          w0 = Half2FromBits(w.x);
+          w1 = Half2FromBits(w.y);
+        } else {
+          w0 = Half2FromBits(
+              *reinterpret_cast<const uint32_t*>(st + L::kVParams + (tok * kGroups + gr) * 4));
+          w1 = Half2FromBits(*reinterpret_cast<const uint32_t*>(st + L::kVParams +
+                                                                ((tok + 1) * kGroups + gr) * 4));
+        }
         vs[bi] = __lows2half2(w0, w1);
         vm[bi] = __highs2half2(w0, w1);
       }
@@ -408,13 +465,6 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
     }
   }
   CpAsyncWait<0>();
-
-#pragma unroll
-  for (int e = 0; e < 2; ++e) {
-    for (int offset = 4; offset < 32; offset *= 2) {
-      run[e].l += __shfl_xor_sync(kFullMask, run[e].l, offset);
-    }
-  }
   __syncthreads();  // the outputs below overwrite other warps' stages
   float(*s_o)[kHeadsPerTile][kHeadDim] = reinterpret_cast<float(*)[kHeadsPerTile][kHeadDim]>(smem);
   if (g == 0) {
@@ -591,13 +641,31 @@ __global__ void __launch_bounds__(kThreads, Layout<kHeadDim>::kMinBlocks)
     s_q[i / kHeadDim][i % kHeadDim] *= q_mul;
   }
   __syncthreads();
+  uint4* s_qs = reinterpret_cast<uint4*>(smem + L::kQSplitOffset);
+  for (int i = threadIdx.x; i < L::kChunks * 2 * kHeadsPerTile * 4; i += kThreads) {
+    const int t = i % 4;
+    const int hh = i / 4 % kHeadsPerTile;
+    const int hi = i / (4 * kHeadsPerTile) % 2;
+    const int c = i / (8 * kHeadsPerTile);
+    const int ch = q4c::KeyChannel(c, t, 0, hi, kHeadDim);
+    uint32_t h[4], l[4];
+    for (int k = 0; k < 4; ++k) {
+      uint16_t hb, lb;
+      q4c::SplitQueryHalf(s_q[hh][ch + k], hb, lb);
+      h[k] = hb;
+      l[k] = lb;
+    }
+    s_qs[i] =
+        make_uint4(h[0] | h[2] << 16, h[1] | h[3] << 16, l[0] | l[2] << 16, l[1] | l[3] << 16);
+  }
+  __syncthreads();
 
   const int first = max(p.start[b], 0);
   const int quant_lo = min(first + s.sink, s.cache_len);
   const int quant_hi = max(quant_lo, s.cache_len - s.window);
   const bool with_exact = part == p.num_splits - 1;
   if (with_exact) PrefetchExact<kHeadDim>(p, row_index, first, quant_hi);
-  AttendQuantized<kHeadDim>(p, row, s_q, smem, s_m, s_l, first, quant_lo, quant_hi);
+  AttendQuantized<kHeadDim>(p, row, s_qs, smem, s_m, s_l, first, quant_lo, quant_hi);
   if (with_exact) {
     AttendExact<kHeadDim>(p, row_index, s_q, smem, s_m, s_l, first, quant_hi, heads_here);
   }

@@ -101,7 +101,7 @@ BlockExecutor::BlockExecutor(const Model& model, Transformer& transformer, Backe
       transfers_(placement, tiers) {}
 
 Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
-                              LaneRecord& record) {
+                              Stream& stream, LaneRecord& record) {
   const int blocks = schedule.shape.blocks;
   const int k = step.micro_batch;
   const int tokens = k < 0 ? 0 : step.token == 0 ? run.prompt_len : 1;
@@ -113,14 +113,14 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
       if (RoleOfLayer(step.layer, blocks) == LayerRole::kInputEmbedding) {
         run.input_rows = BlockInputRows(*run.requests, *run.sequences, run.prompt_len, step.token,
                                         position_offset_);
-        return transfers_.GatherInputRows(run.input_rows, step.weight_slot, record);
+        return transfers_.GatherInputRows(run.input_rows, step.weight_slot, stream, record);
       }
       return transfers_.LoadWeights(PlacedLayerOf(step, blocks),
                                     RoleOfLayer(step.layer, blocks) == LayerRole::kMlp ? 1 : 0,
-                                    step.weight_slot, record);
+                                    step.weight_slot, stream, record);
     case StepKind::kLoadCache:
       return transfers_.LoadCache(slice, step.cache_slot, kv_rows,
-                                  run.prompt_len + step.token - 1, record);
+                                  run.prompt_len + step.token - 1, stream, record);
     case StepKind::kStoreCache: {
       int first = step.token == 0 ? 0 : run.prompt_len + step.token - 1;
       int count = tokens;
@@ -138,12 +138,14 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
         count = kChannelKeyGroup;
       }
       return transfers_.StoreCache(slice, step.cache_slot, kv_rows, first, count, step.token > 0,
-                                   record);
+                                   stream, record);
     }
     case StepKind::kLoadActivations:
-      return transfers_.LoadActivations(k, step.activation_slot, run.batch(k) * tokens, record);
+      return transfers_.LoadActivations(k, step.activation_slot, run.batch(k) * tokens, stream,
+                                        record);
     case StepKind::kStoreActivations:
-      return transfers_.StoreActivations(k, step.activation_slot, run.batch(k) * tokens, record);
+      return transfers_.StoreActivations(k, step.activation_slot, run.batch(k) * tokens, stream,
+                                         record);
     case StepKind::kCompute:
       compute_.Run(step, blocks, run, record);
       return Status::Ok();
@@ -197,7 +199,7 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
         }
         guard.Begin(step);
         const double t0 = record.NowUs();
-        Status s = Execute(step, schedule, run, record);
+        Status s = Execute(step, schedule, run, stream, record);
         record.AddStep(step.lane, RoleOfLayer(step.layer, schedule.shape.blocks), step.token,
                        SpanName(step, schedule.shape.blocks), t0, record.NowUs());
         if (!s.ok()) {

@@ -59,7 +59,7 @@ class BlockExecutor {
              std::vector<LaneRecord>& records, ExecutorMetrics& metrics);
 
  private:
-  Status Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
+  Status Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run, Stream& stream,
                  LaneRecord& record);
 
   Backend& device_;

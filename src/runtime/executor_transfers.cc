@@ -61,28 +61,45 @@ std::span<uint8_t> BlockTransfers::Ring(bool read) const {
   return {tiers_.At(p_.disk_ring) + (read ? 0 : half), half};
 }
 
-// The memory copies of one step, timed per link and recorded as one span per link (a step may
-// copy thousands of KV rows).
+// The copies of one step between the device tier and itself or the host tier, given to the
+// lane's stream, timed per link and recorded as one span per link (a step may copy thousands of
+// KV rows). The times are those of giving the copies, which on the CPU backend's inline streams
+// are the copies themselves.
 class BlockTransfers::Copies {
  public:
-  explicit Copies(LaneRecord& record) : record_(record) {}
+  Copies(Stream& stream, LaneRecord& record) : stream_(stream), record_(record) {}
   ~Copies() {
     for (int i = 0; i < kNumLinks; ++i) {
       if (bytes_[i] == 0) continue;
       record_.AddTransfer(static_cast<Link>(i), start_us_[i], start_us_[i] + busy_us_[i], bytes_[i]);
     }
   }
-  void operator()(Link link, void* dst, const void* src, uint64_t bytes) {
+  // Device to device (Link::kGpuToGpu).
+  void OnDevice(DeviceSpan dst, DeviceSpan src) {
+    Timed(Link::kGpuToGpu, dst.bytes(), [&] { stream_.CopyOnDevice(dst, src); });
+  }
+  // Host tier to device (Link::kCpuToGpu): dst.bytes() bytes from `src`.
+  void ToDevice(DeviceSpan dst, const uint8_t* src) {
+    Timed(Link::kCpuToGpu, dst.bytes(), [&] { stream_.CopyToDevice(dst, {src, dst.bytes()}); });
+  }
+  // Device to host tier (Link::kGpuToCpu): src.bytes() bytes to `dst`.
+  void ToHost(uint8_t* dst, DeviceSpan src) {
+    Timed(Link::kGpuToCpu, src.bytes(), [&] { stream_.CopyToHost({dst, src.bytes()}, src); });
+  }
+
+ private:
+  template <typename Copy>
+  void Timed(Link link, uint64_t bytes, Copy copy) {
     if (bytes == 0) return;
     const int i = static_cast<int>(link);
     const double t0 = record_.NowUs();
-    std::memcpy(dst, src, bytes);
+    copy();
     if (bytes_[i] == 0) start_us_[i] = t0;
     busy_us_[i] += record_.NowUs() - t0;
     bytes_[i] += bytes;
   }
 
- private:
+  Stream& stream_;
   LaneRecord& record_;
   double start_us_[kNumLinks] = {};
   double busy_us_[kNumLinks] = {};
@@ -109,17 +126,23 @@ Status BlockTransfers::DiskExtent(bool read, const Extent& e, uint8_t* memory,
   return Status::Ok();
 }
 
-Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& record) const {
-  Copies copy(record);
+Status BlockTransfers::LoadWeights(int layer, int part, int slot, Stream& stream,
+                                   LaneRecord& record) const {
+  Copies copy(stream, record);
+  const DeviceSpan slot_span = tiers_.Device(p_.weight_slots[slot]);
   uint8_t* base = tiers_.At(p_.weight_slots[slot]);
   std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.layers[static_cast<size_t>(layer)].tensors) {
     if (t.slot_offset < 0 || t.part != part) continue;
-    uint8_t* dst = base + t.slot_offset;
-    if (t.gpu_rows > 0) copy(Link::kGpuToGpu, dst, tiers_.At(t.gpu_home), t.gpu_home.bytes);
-    dst += t.gpu_rows * t.row_bytes;
-    if (t.cpu_rows > 0) copy(Link::kCpuToGpu, dst, tiers_.At(t.cpu_home), t.cpu_home.bytes);
-    dst += t.cpu_rows * t.row_bytes;
+    const uint64_t at = static_cast<uint64_t>(t.slot_offset);
+    if (t.gpu_rows > 0) {
+      copy.OnDevice(slot_span.Sub(at, t.gpu_home.bytes), tiers_.Device(t.gpu_home));
+    }
+    const uint64_t cpu_at = at + static_cast<uint64_t>(t.gpu_rows * t.row_bytes);
+    if (t.cpu_rows > 0) {
+      copy.ToDevice(slot_span.Sub(cpu_at, t.cpu_home.bytes), tiers_.At(t.cpu_home));
+    }
+    uint8_t* dst = base + cpu_at + t.cpu_rows * t.row_bytes;
     if (t.disk_rows > 0) {
       (t.disk_in_store ? store : scratch).push_back({t.disk_home.offset, dst, t.disk_home.bytes});
     }
@@ -132,8 +155,10 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, LaneRecord& re
   return ReadStoreWeights(store, record);
 }
 
-Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, LaneRecord& record) const {
-  Copies copy(record);
+Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, Stream& stream,
+                                       LaneRecord& record) const {
+  Copies copy(stream, record);
+  const DeviceSpan slot_span = tiers_.Device(p_.weight_slots[slot]);
   uint8_t* base = tiers_.At(p_.weight_slots[slot]);
   std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.input().tensors) {
@@ -160,14 +185,16 @@ Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, LaneReco
                r + (j - i) < tier_end[tier]) {
           ++j;
         }
-        uint8_t* to = base + t.slot_offset + plane_begin(p, n) + i * plane_row[p];
+        const int64_t to_at = t.slot_offset + plane_begin(p, n) + i * plane_row[p];
+        uint8_t* to = base + to_at;
         const uint64_t bytes = static_cast<uint64_t>((j - i) * plane_row[p]);
+        const DeviceSpan to_span = slot_span.Sub(static_cast<uint64_t>(to_at), bytes);
         // Where the run begins in its tier's chunk.
         const int64_t from = plane_begin(p, tier_end[tier] - first) + (r - first) * plane_row[p];
         if (tier == 0) {
-          copy(Link::kGpuToGpu, to, tiers_.At(t.gpu_home) + from, bytes);
+          copy.OnDevice(to_span, tiers_.Device(t.gpu_home).Sub(static_cast<uint64_t>(from), bytes));
         } else if (tier == 1) {
-          copy(Link::kCpuToGpu, to, tiers_.At(t.cpu_home) + from, bytes);
+          copy.ToDevice(to_span, tiers_.At(t.cpu_home) + from);
         } else if (!t.disk_in_store) {
           scratch.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to, bytes});
         } else if (p == 0) {
@@ -196,7 +223,7 @@ Status BlockTransfers::ReadStoreWeights(std::span<const DiskPiece> pieces,
   return Status::Ok();
 }
 
-Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
+Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled, Stream& stream,
                                  LaneRecord& record) const {
   const CachePlacement& c = p_.cache;
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
@@ -204,21 +231,23 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
     // Decode with CPU attention: the disk rows come to the CPU, where attention reads them.
     return DiskExtent(true, home.disk, tiers_.At(c.cpu_slots[slot]), record);
   }
-  Copies copy(record);
+  Copies copy(stream, record);
   const KvFormat& f = c.format;
+  const DeviceSpan staging_span = tiers_.Device(c.slots[slot]);
   uint8_t* staging = tiers_.At(c.slots[slot]);
   std::vector<DiskPiece> disk;
   for (int64_t r = c.rows.gpu; r < rows; ++r) {
     const int64_t i = r - c.rows.gpu;  // row within the slot
     for (int p = 0; p < f.planes(); ++p) {
       const int64_t s = f.plane_slot_bytes(p);
-      uint8_t* dst = staging + f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
-                     i * c.staging_len * s;
+      const int64_t dst_at = f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
+                             i * c.staging_len * s;
+      uint8_t* dst = staging + dst_at;
       const uint64_t bytes = static_cast<uint64_t>(filled * s);
       if (r < c.rows.gpu + c.rows.cpu) {
-        copy(Link::kCpuToGpu, dst,
-             tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) + i * c.max_len * s,
-             bytes);
+        copy.ToDevice(staging_span.Sub(static_cast<uint64_t>(dst_at), bytes),
+                      tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) +
+                          i * c.max_len * s);
       } else {
         const int64_t j = i - c.rows.cpu;  // row within the disk extent
         disk.push_back({home.disk.offset +
@@ -232,7 +261,7 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled,
 }
 
 Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int count, bool decode,
-                                  LaneRecord& record) const {
+                                  Stream& stream, LaneRecord& record) const {
   const CachePlacement& c = p_.cache;
   const KvFormat& f = c.format;
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
@@ -247,13 +276,15 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
                [&](int p, uint64_t y) { return base + f.PlaneOffset(p, d, c.max_len) + y; }, disk);
     return Disk(false, disk, record);
   }
-  Copies copy(record);
+  Copies copy(stream, record);
+  const DeviceSpan staging_span = tiers_.Device(c.slots[slot]);
   uint8_t* staging = tiers_.At(c.slots[slot]);
-  // Row i of plane p of the cache slot.
-  const auto staged = [&](int p, int64_t i) {
-    return staging + f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
+  // Where row i of plane p of the cache slot begins in the slot.
+  const auto staged_at = [&](int p, int64_t i) {
+    return f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
            i * c.staging_len * f.plane_slot_bytes(p);
   };
+  const auto staged = [&](int p, int64_t i) { return staging + staged_at(p, i); };
   const int64_t cpu_end = std::min<int64_t>(rows, c.rows.gpu + c.rows.cpu);
   for (int64_t r = c.rows.gpu; r < cpu_end; ++r) {
     const int64_t i = r - c.rows.gpu;
@@ -261,8 +292,9 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
       const int64_t s = f.plane_slot_bytes(p);
       uint8_t* k_home =
           tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) + i * c.max_len * s;
-      copy(Link::kGpuToCpu, k_home + first * s, staged(p, i) + first * s,
-           static_cast<uint64_t>(count * s));
+      copy.ToHost(k_home + first * s,
+                  staging_span.Sub(static_cast<uint64_t>(staged_at(p, i) + first * s),
+                                   static_cast<uint64_t>(count * s)));
     }
   }
   if (disk_rows > 0) {
@@ -295,33 +327,37 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
   return Disk(false, disk, record);
 }
 
-Status BlockTransfers::LoadActivations(int k, int slot, int rows, LaneRecord& record) const {
+Status BlockTransfers::LoadActivations(int k, int slot, int rows, Stream& stream,
+                                       LaneRecord& record) const {
   const ActivationPlacement& a = p_.activations;
   const TierExtents& home = a.homes[static_cast<size_t>(k)];
   const uint64_t rb = static_cast<uint64_t>(a.row_bytes);
+  const DeviceSpan slot_span = tiers_.Device(a.slots[slot]);
   uint8_t* dst = tiers_.At(a.slots[slot]);
-  Copies copy(record);
+  Copies copy(stream, record);
   const int64_t gpu = std::min<int64_t>(rows, a.rows.gpu);
   const int64_t cpu = std::min<int64_t>(rows, a.rows.gpu + a.rows.cpu) - gpu;
   const int64_t disk = rows - gpu - cpu;
-  if (gpu > 0) copy(Link::kGpuToGpu, dst, tiers_.At(home.gpu), gpu * rb);
-  if (cpu > 0) copy(Link::kCpuToGpu, dst + a.rows.gpu * rb, tiers_.At(home.cpu), cpu * rb);
+  if (gpu > 0) copy.OnDevice(slot_span.Sub(0, gpu * rb), tiers_.Device(home.gpu).Sub(0, gpu * rb));
+  if (cpu > 0) copy.ToDevice(slot_span.Sub(a.rows.gpu * rb, cpu * rb), tiers_.At(home.cpu));
   if (disk <= 0) return Status::Ok();
   const DiskPiece piece{home.disk.offset, dst + (a.rows.gpu + a.rows.cpu) * rb, disk * rb};
   return Disk(true, {&piece, 1}, record);
 }
 
-Status BlockTransfers::StoreActivations(int k, int slot, int rows, LaneRecord& record) const {
+Status BlockTransfers::StoreActivations(int k, int slot, int rows, Stream& stream,
+                                        LaneRecord& record) const {
   const ActivationPlacement& a = p_.activations;
   const TierExtents& home = a.homes[static_cast<size_t>(k)];
   const uint64_t rb = static_cast<uint64_t>(a.row_bytes);
+  const DeviceSpan slot_span = tiers_.Device(a.slots[slot]);
   uint8_t* src = tiers_.At(a.slots[slot]);
-  Copies copy(record);
+  Copies copy(stream, record);
   const int64_t gpu = std::min<int64_t>(rows, a.rows.gpu);
   const int64_t cpu = std::min<int64_t>(rows, a.rows.gpu + a.rows.cpu) - gpu;
   const int64_t disk = rows - gpu - cpu;
-  if (gpu > 0) copy(Link::kGpuToGpu, tiers_.At(home.gpu), src, gpu * rb);
-  if (cpu > 0) copy(Link::kGpuToCpu, tiers_.At(home.cpu), src + a.rows.gpu * rb, cpu * rb);
+  if (gpu > 0) copy.OnDevice(tiers_.Device(home.gpu).Sub(0, gpu * rb), slot_span.Sub(0, gpu * rb));
+  if (cpu > 0) copy.ToHost(tiers_.At(home.cpu), slot_span.Sub(a.rows.gpu * rb, cpu * rb));
   if (disk <= 0) return Status::Ok();
   const DiskPiece piece{home.disk.offset, src + (a.rows.gpu + a.rows.cpu) * rb, disk * rb};
   return Disk(false, {&piece, 1}, record);

@@ -3,7 +3,9 @@
 // device to device for a tensor's GPU rows, pinned CPU memory to and from the device, and disk
 // through the pinned disk ring (or straight into the CPU-attention slots); disk weights that are
 // a strata store's own bytes come from the store's tensors.bin. Every transfer is
-// recorded on its link's track.
+// recorded on its link's track. Copies that touch the device tier are given to the lane's stream
+// (src/backend/memory.h) as spans of the device arena; disk reads and writes still move device
+// slots' bytes by address, so they need a device backend that keeps its arena in host memory.
 //
 // Thread safety: loads run on the load lane and stores on the store lane at the same time; each
 // uses its own half of the disk ring, and the schedule keeps them off each other's buffers.
@@ -11,6 +13,7 @@
 
 #include <span>
 
+#include "src/backend/memory.h"
 #include "src/core/status.h"
 #include "src/memory/memory_tiers.h"
 #include "src/memory/placement.h"
@@ -26,22 +29,24 @@ class BlockTransfers {
 
   // Assembles the tensors of part `part` (a block's attention 0 or MLP 1; 0 for the others) of
   // placed layer `layer` (0 input, 1 + b block b, last output) in weight slot `slot`.
-  Status LoadWeights(int layer, int part, int slot, LaneRecord& record) const;
+  Status LoadWeights(int layer, int part, int slot, Stream& stream, LaneRecord& record) const;
   // The input layer's load: of each of its tensors assembled in a weight slot, only the rows
   // `rows` names (the token table's tokens, the position table's positions), back to back in
   // their sorted order in slot `slot` (4-bit: the rows' codes, then their params). Ids next to
   // each other in a tier move in one copy.
-  Status GatherInputRows(const InputRows& rows, int slot, LaneRecord& record) const;
+  Status GatherInputRows(const InputRows& rows, int slot, Stream& stream,
+                         LaneRecord& record) const;
   // Brings the off-GPU rows [0, rows) of slice `slice` into cache slot `slot`: slots
   // [0, filled) of each row, or, with CPU attention, the disk rows into the CPU-attention slot.
-  Status LoadCache(int slice, int slot, int rows, int filled, LaneRecord& record) const;
+  Status LoadCache(int slice, int slot, int rows, int filled, Stream& stream,
+                   LaneRecord& record) const;
   // Sends slots [first, first + count) of the off-GPU rows [0, rows) of cache slot `slot` home
   // (with CPU attention in a decode step: the disk rows, from the CPU-attention slot).
   Status StoreCache(int slice, int slot, int rows, int first, int count, bool decode,
-                    LaneRecord& record) const;
+                    Stream& stream, LaneRecord& record) const;
   // Hidden-state rows [0, rows) of micro-batch k between its homes and activation slot `slot`.
-  Status LoadActivations(int k, int slot, int rows, LaneRecord& record) const;
-  Status StoreActivations(int k, int slot, int rows, LaneRecord& record) const;
+  Status LoadActivations(int k, int slot, int rows, Stream& stream, LaneRecord& record) const;
+  Status StoreActivations(int k, int slot, int rows, Stream& stream, LaneRecord& record) const;
 
  private:
   class Copies;

@@ -1,8 +1,8 @@
 // The __host__ __device__ arithmetic of the default-format CUDA decode kernel
 // (kernels/kv_q4_channel_math.h), run here on the CPU against fp64 and against the CPU kernels'
 // own reader and writer: fp16 conversions, the magic-number unpack, the nibble-to-channel maps of
-// the MMA fragments, key scale folding, the log-sum-exp merge, the shared-memory swizzle and the
-// wave model.
+// the MMA fragments, the split query and key scale folding, the log-sum-exp merge, the
+// shared-memory swizzle and the wave model.
 #include "kernels/kv_q4_channel_math.h"
 
 #include <gtest/gtest.h>
@@ -119,8 +119,84 @@ TEST(KvQ4ChannelMathTest, FragmentMapsCoverEveryChannelOnceAsTheCpuReaderSees) {
   }
 }
 
-// q·k over a key group written by the CPU writer: the folded form (fp16 q·scale times the codes,
-// plus the fp32 bias, summed in lane order) against fp64 q·(n·scale + minimum).
+// RoundToHalfBits (the host's model of one fp16 rounding of a multiply or FMA) agrees with
+// FloatToHalfBits on every float it is given as a double, and rounds exact midpoints to even.
+TEST(KvQ4ChannelMathTest, DoubleToHalfRoundingMatchesFloatRounding) {
+  std::mt19937 rng(31);
+  for (int i = 0; i < 1000000; ++i) {
+    const uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (std::isnan(f)) continue;
+    ASSERT_EQ(RoundToHalfBits(static_cast<double>(f)), FloatToHalfBits(f)) << "float bits " << bits;
+  }
+  for (uint32_t h = 1; h < 0x7BFF; ++h) {  // the midpoint above each finite positive fp16
+    const double lo = HalfBitsToFloat(static_cast<uint16_t>(h));
+    const double hi = HalfBitsToFloat(static_cast<uint16_t>(h + 1));
+    const uint16_t even = (h & 1u) == 0 ? static_cast<uint16_t>(h) : static_cast<uint16_t>(h + 1);
+    ASSERT_EQ(RoundToHalfBits(0.5 * (lo + hi)), even) << "half bits " << h;
+    ASSERT_EQ(RoundToHalfBits(-0.5 * (lo + hi)), even | 0x8000u) << "half bits " << h;
+  }
+  EXPECT_EQ(RoundToHalfBits(65519.0), 0x7BFFu);
+  EXPECT_EQ(RoundToHalfBits(65520.0), 0x7C00u);
+  EXPECT_EQ(RoundToHalfBits(std::ldexp(1.0, -25)), 0u);  // tie to even: 0
+  EXPECT_EQ(RoundToHalfBits(std::ldexp(1.5, -25)), 1u);  // above the tie
+}
+
+// The query's fp16 hi + lo holds q to 2^-22·|q| (2^-25 absolute where lo is subnormal), and the
+// split fold fp16(hi·scale + fp16(lo·scale)) is within one fp16 rounding of q·scale (fp64; plus
+// scale·2^-25 for q below the fp16 normals), the
+// sixteenth exactly that divided by 16 wherever the quotient is a normal fp16 number.
+TEST(KvQ4ChannelMathTest, SplitFoldIsOneRoundingOfTheProduct) {
+  std::mt19937 rng(37);
+  std::uniform_real_distribution<float> mant(1.0f, 2.0f);
+  int same_as_one_rounding = 0, total = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const float q =
+        (rng() % 2 ? -1.0f : 1.0f) * std::ldexp(mant(rng), static_cast<int>(rng() % 30) - 15);
+    const uint16_t scale =
+        static_cast<uint16_t>(0x0400u + rng() % (0x6000u - 0x0400u));  // 2^-14 .. 512
+    uint16_t hi, lo;
+    SplitQueryHalf(q, hi, lo);
+    const double sum = static_cast<double>(HalfBitsToFloat(hi)) + HalfBitsToFloat(lo);
+    ASSERT_LE(std::abs(sum - q),
+              std::ldexp(std::abs(static_cast<double>(q)), -22) + std::ldexp(1.0, -25))
+        << "q " << q;
+    const double s = HalfBitsToFloat(scale);
+    const double exact = static_cast<double>(q) * s;
+    if (std::abs(exact) >= 65000.0) continue;
+    const uint32_t pair_scale = scale | static_cast<uint32_t>(scale) << 16;
+    const uint32_t folded = FoldKeyPairSplit<false>(
+        hi | static_cast<uint32_t>(hi) << 16, lo | static_cast<uint32_t>(lo) << 16, pair_scale);
+    ASSERT_EQ(folded & 0xFFFFu, folded >> 16);
+    const double got = HalfBitsToFloat(static_cast<uint16_t>(folded & 0xFFFFu));
+    // Below 2^-14 the split itself holds q only to 2^-25 absolute: scale·2^-25 more.
+    ASSERT_LE(std::abs(got - exact),
+              std::ldexp(std::abs(exact), -11) * (1.0 + std::ldexp(1.0, -10)) + std::ldexp(s, -25) +
+                  std::ldexp(1.0, -24))
+        << "q " << q << " scale bits " << scale;
+    if (std::abs(q) >= std::ldexp(1.0f, -14) && std::abs(exact) >= std::ldexp(1.0, -14)) {
+      ++total;
+      same_as_one_rounding += RoundToHalfBits(exact) == static_cast<uint16_t>(folded & 0xFFFFu);
+    }
+    const uint32_t sixteenth = FoldKeyPairSplit<true>(
+        hi | static_cast<uint32_t>(hi) << 16, lo | static_cast<uint32_t>(lo) << 16, pair_scale);
+    const double sx = HalfBitsToFloat(static_cast<uint16_t>(sixteenth & 0xFFFFu));
+    if (std::abs(got) / 16.0 >= std::ldexp(1.0, -14)) {
+      ASSERT_EQ(sx, got / 16.0) << "q " << q << " scale bits " << scale;
+    } else {
+      ASSERT_LE(std::abs(sx - got / 16.0), std::ldexp(1.0, -25));
+    }
+  }
+  // Among normal numbers it differs from one rounding only near midpoints (wider ones where lo is
+  // subnormal, |q| < 2^-3): about 2% of these draws.
+  EXPECT_GE(same_as_one_rounding, total - total / 20) << total;
+}
+
+// q·k over a key group written by the CPU writer, as the device forms it: the query split into
+// fp16 hi + lo, the split fold (the high nibbles' codes as 16·n against the fold / 16), the bias
+// as fp32 sums of the exact fp16 products minimum·hi and minimum·lo, against fp64
+// q·(n·scale + minimum).
 TEST(KvQ4ChannelMathTest, FoldedScoresMatchFp64) {
   constexpr int kC = kQ4ChannelGroup;
   std::mt19937 rng(17);
@@ -142,33 +218,44 @@ TEST(KvQ4ChannelMathTest, FoldedScoresMatchFp64) {
     cpu::QuantizeKeyGroupByChannel(rows.data(), d, codes.data(), params.data());
     std::vector<float> q(d);
     for (float& v : q) v = 0.3f * normal(rng);
-    std::vector<uint16_t> qs(d);
     for (int j = 1; j < kC; ++j) {
       const uint8_t* row = codes.data() + static_cast<size_t>(j) * Q4CodeBytes(d);
-      double ref = 0.0, mag = 0.0;
-      float bias_lanes[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      double dot = 0.0;
+      double ref = 0.0, mag = 0.0, dot = 0.0;
+      float bias = 0.0f;
       for (int c = 0; c < d / 32; ++c) {
         for (int t = 0; t < 4; ++t) {
           for (int hi = 0; hi < 2; ++hi) {
-            for (int k = 0; k < 4; ++k) {
-              const int ch = KeyChannel(c, t, k, hi, d);
-              const uint32_t param =
-                  params[2 * ch] | (static_cast<uint32_t>(params[2 * ch + 1]) << 16);
-              const uint16_t folded = FoldKeyChannel(q[ch], param, bias_lanes[t]);
-              const int byte = 16 * c + 4 * t + k;
-              const int n = hi ? row[byte] >> 4 : row[byte] & 0xF;
-              dot += static_cast<double>(HalfBitsToFloat(folded)) * n;
-              const double kv = n * static_cast<double>(cpu::HalfBitsToFloat(params[2 * ch])) +
-                                cpu::HalfBitsToFloat(params[2 * ch + 1]);
-              ref += static_cast<double>(q[ch]) * kv;
-              mag += std::abs(static_cast<double>(q[ch]) * kv);
+            // Fragment slots k and k + 2 are one fp16 pair (k-indices 2t, 2t + 1 for k = 0).
+            for (int k = 0; k < 2; ++k) {
+              const int ch0 = KeyChannel(c, t, k, hi, d);
+              const int ch1 = KeyChannel(c, t, k + 2, hi, d);
+              uint16_t h0, l0, h1, l1;
+              SplitQueryHalf(q[ch0], h0, l0);
+              SplitQueryHalf(q[ch1], h1, l1);
+              const uint32_t scale2 = params[2 * ch0] | static_cast<uint32_t>(params[2 * ch1])
+                                                            << 16;
+              const uint32_t hi2 = h0 | static_cast<uint32_t>(h1) << 16;
+              const uint32_t lo2 = l0 | static_cast<uint32_t>(l1) << 16;
+              const uint32_t folded = hi ? FoldKeyPairSplit<true>(hi2, lo2, scale2)
+                                         : FoldKeyPairSplit<false>(hi2, lo2, scale2);
+              for (int e = 0; e < 2; ++e) {
+                const int ch = e == 0 ? ch0 : ch1;
+                const int byte = 16 * c + 4 * t + k + 2 * e;
+                const int n = hi ? row[byte] >> 4 : row[byte] & 0xF;
+                const double operand = HalfBitsToFloat(static_cast<uint16_t>(folded >> (16 * e)));
+                dot += operand * (hi ? 16 * n : n);
+                const float minimum = HalfBitsToFloat(params[2 * ch + 1]);
+                bias += minimum * HalfBitsToFloat(e == 0 ? h0 : h1);  // exact fp16 products
+                bias += minimum * HalfBitsToFloat(e == 0 ? l0 : l1);
+                const double kv = n * static_cast<double>(cpu::HalfBitsToFloat(params[2 * ch])) +
+                                  cpu::HalfBitsToFloat(params[2 * ch + 1]);
+                ref += static_cast<double>(q[ch]) * kv;
+                mag += std::abs(static_cast<double>(q[ch]) * kv);
+              }
             }
           }
         }
       }
-      // The device sums the four lanes' biases by two butterfly shuffles.
-      const float bias = (bias_lanes[0] + bias_lanes[1]) + (bias_lanes[2] + bias_lanes[3]);
       const double got = dot + bias;
       EXPECT_LE(std::abs(got - ref), 1e-3 * mag + 1e-6) << "d=" << d << " token " << j;
     }

@@ -117,7 +117,8 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
 
   const BlockTransfers transfers(*p, **tiers);
   LaneRecord record(std::chrono::steady_clock::now());
-  ASSERT_TRUE(transfers.GatherInputRows(rows, 1, record).ok());
+  auto stream = backend->MakeStream();
+  ASSERT_TRUE(transfers.GatherInputRows(rows, 1, *stream, record).ok());
 
   uint64_t moved = 0;
   for (const TraceSpan& span : record.spans()) moved += span.bytes;
