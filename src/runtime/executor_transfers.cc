@@ -1,7 +1,6 @@
 #include "src/runtime/executor_transfers.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 #include "src/backend/q4_sizes.h"
