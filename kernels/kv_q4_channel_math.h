@@ -22,37 +22,18 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/cpu/half.h"
 #include "kernels/kv_q4_format.h"
 
 namespace strata::kernels::q4c {
 
-// ---- fp16 bits (exact; the device uses its conversion instructions, the host the same rule) ----
+// ---- fp16 bits, exact: conversion instructions on the device, kernels/cpu/half.h on the host ----
 
 STRATA_Q4_HD inline float HalfBitsToFloat(uint16_t h) {
 #if defined(__CUDA_ARCH__)
   return __half2float(__ushort_as_half(h));
 #else
-  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1Fu;
-  uint32_t mant = h & 0x3FFu;
-  uint32_t bits;
-  if (exp == 0x1F) {
-    bits = sign | 0x7F800000u | (mant << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  } else if (mant == 0) {
-    bits = sign;
-  } else {
-    exp = 113;
-    while ((mant & 0x400u) == 0) {
-      mant <<= 1;
-      --exp;
-    }
-    bits = sign | (exp << 23) | ((mant & 0x3FFu) << 13);
-  }
-  float f;
-  __builtin_memcpy(&f, &bits, 4);
-  return f;
+  return cpu::HalfBitsToFloat(h);
 #endif
 }
 
@@ -61,27 +42,7 @@ STRATA_Q4_HD inline uint16_t FloatToHalfBits(float f) {
 #if defined(__CUDA_ARCH__)
   return __half_as_ushort(__float2half_rn(f));
 #else
-  uint32_t x;
-  __builtin_memcpy(&x, &f, 4);
-  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
-  const uint32_t abs = x & 0x7FFFFFFFu;
-  if (abs >= 0x7F800000u) return sign | 0x7C00u | (abs > 0x7F800000u ? 0x200u : 0u);
-  if (abs >= 0x477FF000u) return sign | 0x7C00u;
-  if (abs < 0x38800000u) {
-    if (abs < 0x33000000u) return sign;
-    const uint32_t e = abs >> 23;
-    const uint32_t m = (abs & 0x7FFFFFu) | 0x800000u;
-    const uint32_t shift = 126 - e;
-    uint32_t half = m >> shift;
-    const uint32_t rem = m & ((1u << shift) - 1);
-    const uint32_t mid = 1u << (shift - 1);
-    if (rem > mid || (rem == mid && (half & 1u))) ++half;
-    return sign | static_cast<uint16_t>(half);
-  }
-  uint32_t half = (abs >> 13) - (112u << 10);
-  const uint32_t rem = abs & 0x1FFFu;
-  if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
-  return sign | static_cast<uint16_t>(half);
+  return cpu::FloatToHalfBits(f);
 #endif
 }
 

@@ -383,30 +383,10 @@ __global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(Params p) {
 
   // The head tile's queries, rotated like the keys when asked, scaled into log2 units and rounded
   // to fp16: exactly the MMA operand, so Σq below matches what the tensor cores multiply.
-  for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
-    const int hh = i / kHeadDim;
-    const int d = i % kHeadDim;
-    s_q[hh][d] = hh < heads_here
-                     ? p.q[(static_cast<int64_t>(b) * s.num_heads + head0 + hh) * kHeadDim + d]
-                     : 0.0f;
-  }
-  __syncthreads();
-  float q_mul = s.scale * kLog2e;
-  if (s.keys_rotated) {
-    for (int len = 1; len < kHeadDim; len <<= 1) {
-      for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim / 2; i += kThreads) {
-        const int hh = i / (kHeadDim / 2);
-        const int pair = i % (kHeadDim / 2);
-        const int j = (pair / len) * 2 * len + pair % len;
-        const float x = s_q[hh][j];
-        const float y = s_q[hh][j + len];
-        s_q[hh][j] = x + y;
-        s_q[hh][j + len] = x - y;
-      }
-      __syncthreads();
-    }
-    q_mul *= 1.0f / sqrtf(static_cast<float>(kHeadDim));
-  }
+  const float q_mul = s.scale * kLog2e *
+                      LoadQueryRows<kHeadsPerTile, kHeadDim, kThreads>(
+                          s_q, p.q + (static_cast<int64_t>(b) * s.num_heads + head0) * kHeadDim,
+                          heads_here, s.keys_rotated);
   for (int i = threadIdx.x; i < kHeadsPerTile * kHeadDim; i += kThreads) {
     float& x = s_q[i / kHeadDim][i % kHeadDim];
     x = __half2float(__float2half_rn(x * q_mul));

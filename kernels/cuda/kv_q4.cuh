@@ -42,16 +42,7 @@ __global__ void __launch_bounds__(128) WriteQ4CacheKernel(Q4CacheShape s, const 
     for (int i = lane; i < d; i += 32) x[i] = src[i];
     __syncwarp();
     if (rotate) {
-      for (int len = 1; len < d; len <<= 1) {
-        for (int p = lane; p < d / 2; p += 32) {
-          const int i = (p / len) * 2 * len + p % len;
-          const float a = x[i];
-          const float c = x[i + len];
-          x[i] = a + c;
-          x[i + len] = a - c;
-        }
-        __syncwarp();
-      }
+      WarpHadamard(x, d, lane);
       const float norm = 1.0f / sqrtf(static_cast<float>(d));
       for (int i = lane; i < d; i += 32) x[i] *= norm;
       __syncwarp();

@@ -146,16 +146,7 @@ __global__ void __launch_bounds__(128)
     }
     for (int i = lane; i < d; i += 32) x[i] = ks[i];
     __syncwarp();
-    for (int len = 1; len < d; len <<= 1) {
-      for (int pr = lane; pr < d / 2; pr += 32) {
-        const int i = (pr / len) * 2 * len + pr % len;
-        const float a = x[i];
-        const float c = x[i + len];
-        x[i] = a + c;
-        x[i + len] = a - c;
-      }
-      __syncwarp();
-    }
+    WarpHadamard(x, d, lane);
     for (int i = lane; i < d; i += 32) kd[i] = x[i] * norm;
     __syncwarp();  // the next item overwrites x
   }

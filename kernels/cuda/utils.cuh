@@ -125,6 +125,53 @@ __device__ __forceinline__ void MmaF16(float (&d)[4], const uint32_t (&a)[4],
 #endif
 }
 
+// The unnormalised Walsh–Hadamard transform of x[d] in place (kernels/cpu/hadamard.h's butterflies;
+// the caller scales by 1/sqrt(d)), by one warp; x is complete for every lane on return.
+// REQUIRES: d a power of two; x shared memory that only this warp uses, written and the warp
+// synchronised (__syncwarp) before the call; every lane calls.
+__device__ __forceinline__ void WarpHadamard(float* x, int d, int lane) {
+  for (int len = 1; len < d; len <<= 1) {
+    for (int p = lane; p < d / 2; p += 32) {
+      const int i = (p / len) * 2 * len + p % len;
+      const float a = x[i];
+      const float c = x[i + len];
+      x[i] = a + c;
+      x[i + len] = a - c;
+    }
+    __syncwarp();
+  }
+}
+
+// Decode attention's queries: rows [0, kRows) of s_q get q's rows [0, heads) (kHeadDim floats each,
+// `heads` <= kRows; the other rows 0), then, when `rotate`, the unnormalised Walsh–Hadamard
+// transform of each row, as the keys were rotated. Returns the scale the rotation still owes the
+// scores (1/sqrt(kHeadDim), or 1). Every thread of the block (kThreads) calls; the rows are
+// complete for all of them on return.
+template <int kRows, int kHeadDim, int kThreads, int kStride>
+__device__ __forceinline__ float LoadQueryRows(float (*s_q)[kStride], const float* q, int heads,
+                                               bool rotate) {
+  for (int i = threadIdx.x; i < kRows * kHeadDim; i += kThreads) {
+    const int hh = i / kHeadDim;
+    const int d = i % kHeadDim;
+    s_q[hh][d] = hh < heads ? q[static_cast<int64_t>(hh) * kHeadDim + d] : 0.0f;
+  }
+  __syncthreads();
+  if (!rotate) return 1.0f;
+  for (int len = 1; len < kHeadDim; len <<= 1) {
+    for (int i = threadIdx.x; i < kRows * kHeadDim / 2; i += kThreads) {
+      const int hh = i / (kHeadDim / 2);
+      const int pair = i % (kHeadDim / 2);
+      const int j = (pair / len) * 2 * len + pair % len;
+      const float x = s_q[hh][j];
+      const float y = s_q[hh][j + len];
+      s_q[hh][j] = x + y;
+      s_q[hh][j + len] = x - y;
+    }
+    __syncthreads();
+  }
+  return 1.0f / sqrtf(static_cast<float>(kHeadDim));
+}
+
 // Grid size for a grid-stride loop over n elements with `threads` per block.
 inline unsigned GridFor(int64_t n, int threads) {
   const int64_t blocks = (n + threads - 1) / threads;

@@ -13,6 +13,8 @@
 #include <random>
 #include <vector>
 
+#include "tests/kernels/causal_attention_fp64.h"
+
 namespace strata::kernels::prefill_tiles {
 namespace {
 
@@ -22,33 +24,13 @@ struct Case {
   int rows_per_tile, keys_per_tile;
 };
 
-// fp64 causal attention in kernels/cpu/attention.h's layouts (k, v: [batch, kv, cache_len, d]).
+// The fp64 reference (tests/kernels/causal_attention_fp64.h) of case `c`.
 std::vector<double> Reference(const Case& c, const std::vector<float>& q,
                               const std::vector<float>& k, const std::vector<float>& v,
                               double scale) {
-  const int d = c.head_dim, group = c.heads / c.kv_heads;
-  std::vector<double> out(q.size(), 0.0), w(c.cache_len);
-  for (int b = 0; b < c.batch; ++b) {
-    for (int t = 0; t < c.new_tokens; ++t) {
-      const int slot = c.cache_len - c.new_tokens + t;
-      for (int h = 0; h < c.heads; ++h) {
-        const size_t row = (static_cast<size_t>(b) * c.new_tokens + t) * c.heads + h;
-        const size_t base = (static_cast<size_t>(b) * c.kv_heads + h / group) * c.cache_len;
-        if (slot < c.start[b]) continue;
-        double mx = -INFINITY, sum = 0.0;
-        for (int j = c.start[b]; j <= slot; ++j) {
-          double dot = 0.0;
-          for (int i = 0; i < d; ++i) dot += double(q[row * d + i]) * k[(base + j) * d + i];
-          mx = std::max(mx, w[j] = dot * scale);
-        }
-        for (int j = c.start[b]; j <= slot; ++j) sum += (w[j] = std::exp(w[j] - mx));
-        for (int j = c.start[b]; j <= slot; ++j) {
-          for (int i = 0; i < d; ++i) out[row * d + i] += w[j] / sum * v[(base + j) * d + i];
-        }
-      }
-    }
-  }
-  return out;
+  return testing::CausalAttentionFp64({c.batch, c.new_tokens, c.heads, c.kv_heads, c.head_dim,
+                                       c.cache_len, c.cache_len, c.start.data()},
+                                      q, k, v, scale);
 }
 
 // The CUDA kernel's loop, one row at a time, in fp32 through the header's functions.
