@@ -12,7 +12,7 @@
 #include "src/job/job_metrics.h"
 #include "src/job/output_writer.h"
 #include "src/job/progress.h"
-#include "src/runtime/generator.h"
+#include "src/runtime/generation.h"
 
 namespace strata {
 

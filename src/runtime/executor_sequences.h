@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "src/runtime/generator.h"
+#include "src/runtime/generation.h"
 
 namespace strata {
 

@@ -7,19 +7,6 @@
 #include "src/runtime/executor_sequences.h"
 
 namespace strata {
-std::vector<int32_t> EndOfGenerationIds(const Tokenizer& tokenizer, const ModelConfig& config) {
-  std::vector<int32_t> ids;
-  auto add = [&](int32_t id) {
-    if (id >= 0 && std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
-  };
-  add(tokenizer.eos_id());
-  add(config.eos_token_id);
-  for (const char* name : {"<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>"}) {
-    add(tokenizer.SpecialTokenId(name));
-  }
-  return ids;
-}
-
 Generator::Generator(Transformer& transformer, const Tokenizer& tokenizer,
                      std::vector<int32_t> eog_ids)
     : transformer_(transformer), tokenizer_(tokenizer), eog_ids_(std::move(eog_ids)) {}

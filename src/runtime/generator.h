@@ -5,37 +5,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <string>
 #include <vector>
 
-#include "src/runtime/sampler.h"
+#include "src/runtime/generation.h"
 #include "src/runtime/transformer.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace strata {
-
-struct GenerationRequest {
-  std::vector<int32_t> prompt;     // token ids, BOS included when the model wants one
-  int max_new_tokens = 16;         // >= 1
-  SamplingConfig sampling;
-  std::vector<std::string> stop;   // the text ends before the first occurrence of any of these
-  bool ignore_eos = false;         // do not stop at end-of-generation tokens
-};
-
-// kCancelled: Generate stopped early (set_cancel); the result is incomplete.
-enum class StopReason { kEndOfGeneration, kStopString, kLength, kCancelled };
-
-struct GenerationResult {
-  std::vector<int32_t> tokens;  // generated ids, the stopping token included
-  std::string text;             // detokenized, special tokens skipped, cut before a stop string;
-                                // an incomplete character at its end is dropped, not U+FFFD
-  StopReason reason = StopReason::kLength;
-};
-
-// The ids that end a generation: the tokenizer's and config's EOS, plus the chat turn/ document
-// end markers that exist as special tokens (<|im_end|>, <|endoftext|>, <|eot_id|>,
-// <|end_of_text|>), as llama.cpp does: GGUF files often name only one of them as EOS.
-std::vector<int32_t> EndOfGenerationIds(const Tokenizer& tokenizer, const ModelConfig& config);
 
 class Generator {
  public:

@@ -11,7 +11,7 @@
 
 #include "src/memory/weight_placement.h"
 #include "src/runtime/executor_sequences.h"
-#include "src/runtime/generator.h"
+#include "src/runtime/generation.h"
 
 namespace strata {
 

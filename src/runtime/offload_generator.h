@@ -18,7 +18,7 @@
 #include "policy/plan.h"
 #include "src/memory/memory_tiers.h"
 #include "src/runtime/executor.h"
-#include "src/runtime/generator.h"
+#include "src/runtime/generation.h"
 #include "src/schedule/block_schedule.h"
 
 namespace strata {
