@@ -9,7 +9,9 @@
 #   bench: an offloading plan (weights, cache and activations over GPU, CPU and disk tiers),
 #          its "total ... tokens/s" line;
 #   run:   `strata run` over examples/chat.jsonl with the all-on-device plan, its
-#          "generated tokens/s" line.
+#          "generated tokens/s" line;
+#   default: the same job with no plan flags (before the one engine: the in-memory Generator;
+#          since: the engine, everything on the device, each block one micro-batch).
 # Environment: MODEL (default: the model scripts/setup.sh fetched), OFFLOAD (default a temporary
 # directory).
 set -euo pipefail
@@ -32,9 +34,14 @@ run_tps() {
   "$1" run --model "$MODEL" --input examples/chat.jsonl --output "$OUT/out.jsonl" \
     --percent 100 0 100 0 100 0 2>&1 | sed -n 's/.*(\([0-9.]*\) generated tokens\/s.*/\1/p'
 }
+default_tps() {
+  rm -f "$OUT/out.jsonl"
+  "$1" run --model "$MODEL" --input examples/chat.jsonl --output "$OUT/out.jsonl" 2>&1 |
+    sed -n 's/.*(\([0-9.]*\) generated tokens\/s.*/\1/p'
+}
 median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-for job in bench run; do
+for job in bench run default; do
   : >"$OUT/$job.old"
   : >"$OUT/$job.new"
   for ((i = 0; i < RUNS; ++i)); do

@@ -14,7 +14,7 @@
 
 namespace strata {
 
-// How the 4-bit cache stores keys (src/runtime/kv_cache.h's KvCacheOptions). kPlain: FlexGen's
+// How the 4-bit cache stores keys (src/runtime/executor_compute.h). kPlain: FlexGen's
 // group-wise codes (group 64 over head_dim). kRotated: Walsh–Hadamard rotated over head_dim first
 // (kernels/cpu/hadamard.h; needs a power-of-two head_dim). kSmoothed: exactly smoothed per
 // (layer, sequence, KV head) with the prompt's channel means and scales, then rotated
@@ -50,7 +50,7 @@ struct Plan {
   bool compress_cache = false;   // KV cache stored 4-bit (kernels/kv_q4_format.h)
   CacheKeys cache_keys = CacheKeys::kChannel;  // how that cache stores keys; unused without it
   // With compress_cache: each sequence's first cache_sink real tokens and its cache_window most
-  // recent ones also kept exact, in fp32 (KvCacheOptions' exact_sink and exact_window); unused
+  // recent ones also kept exact, in fp32 (kernels/cpu/kv_q4_exact.h); unused
   // without it. Channel keys need cache_window >= kChannelKeyGroup.
   int cache_sink = kDefaultCacheSink;
   int cache_window = kDefaultCacheWindow;

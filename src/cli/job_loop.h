@@ -18,7 +18,7 @@ namespace strata {
 
 // The generation call of a job: one block of requests in, one result per request out, in order.
 // A result with reason kCancelled means the block stopped early and nothing of it is written.
-// RunCommand builds it in one line; the offloading executor replaces the Generator there.
+// RunCommand builds it in one line over the engine (OffloadGenerator).
 // Runs one block; an error (a failed disk transfer, tiers that cannot be set up) ends the job.
 using GenerateBlockFn = std::function<Result<std::vector<GenerationResult>>(
     const std::vector<GenerationRequest>&)>;

@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <span>
 #include <sstream>
 
 #include "policy/plan.h"
@@ -16,10 +15,8 @@
 #include "src/cli/policy_flags.h"
 #include "src/core/log.h"
 #include "src/model/model.h"
-#include "src/runtime/kv_cache.h"
 #include "src/runtime/model_tokenizer.h"
-#include "src/runtime/q4_weights.h"
-#include "src/runtime/transformer.h"
+#include "src/runtime/offload_generator.h"
 
 namespace strata {
 namespace {
@@ -27,65 +24,6 @@ namespace {
 int Fail(const Status& s) {
   Log(LogLevel::kError, s.message());
   return kExitUnusable;
-}
-
-// Sum of -log p(token) over every token after the first `prompt` of each of `windows`, run as
-// one block: one prefill step over their first `prompt` tokens, whose last row predicts the first
-// scored token, then one step per token. *scored counts the scored tokens, windows.size() x
-// (length - prompt). REQUIRES: windows non-empty, all of one length > prompt (no padding: a
-// window's score does not depend on the others').
-double WindowsNll(Transformer& transformer, std::span<const std::vector<int32_t>> windows,
-                  const KvCacheOptions& cache_options, int prompt, size_t* scored) {
-  const ModelConfig& c = transformer.config();
-  const int batch = static_cast<int>(windows.size());
-  const int len = static_cast<int>(windows[0].size());
-  KvCache cache(c.num_layers, batch, c.num_kv_heads, len, c.head_dim, cache_options);
-  StepInput in;
-  in.batch = batch;
-  in.start.assign(static_cast<size_t>(batch), 0);
-  const size_t hidden_size = static_cast<size_t>(c.hidden_size);
-  std::vector<float> hidden(static_cast<size_t>(batch) * prompt * hidden_size);
-  std::vector<float> last(static_cast<size_t>(batch) * hidden_size);
-  std::vector<float> logits(static_cast<size_t>(batch) * c.vocab_size);
-  double nll = 0;
-  *scored = 0;
-  for (int fed = 0; fed + 1 < len;) {
-    in.new_tokens = fed == 0 ? prompt : 1;
-    in.cache_len = fed + in.new_tokens;
-    in.tokens.clear();
-    in.positions.clear();
-    for (int b = 0; b < batch; ++b) {
-      for (int pos = fed; pos < in.cache_len; ++pos) {
-        in.tokens.push_back(windows[static_cast<size_t>(b)][static_cast<size_t>(pos)]);
-        in.positions.push_back(pos);
-      }
-    }
-    transformer.Embed(in, hidden.data());
-    for (int layer = 0; layer < c.num_layers; ++layer) {
-      transformer.AttentionLayer(layer, in, cache, hidden.data());
-      transformer.MlpLayer(layer, batch * in.new_tokens, hidden.data());
-    }
-    fed = in.cache_len;
-    for (int b = 0; b < batch; ++b) {  // each window's newest row predicts its token `fed`
-      const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
-      std::copy_n(hidden.data() + row * hidden_size, hidden_size,
-                  last.data() + static_cast<size_t>(b) * hidden_size);
-    }
-    transformer.Logits(last.data(), batch, logits.data());
-    for (int b = 0; b < batch; ++b) {
-      const float* l = logits.data() + static_cast<size_t>(b) * c.vocab_size;
-      const float max = *std::max_element(l, l + c.vocab_size);
-      double sum = 0;
-      for (int i = 0; i < c.vocab_size; ++i) sum += std::exp(static_cast<double>(l[i] - max));
-      const int32_t next = windows[static_cast<size_t>(b)][static_cast<size_t>(fed)];
-      nll += max + std::log(sum) - l[next];
-      ++*scored;
-    }
-    if (fed % 128 == 0) {
-      LogInfo("step " + std::to_string(fed) + " of " + std::to_string(len - 1));
-    }
-  }
-  return nll;
 }
 
 }  // namespace
@@ -107,6 +45,9 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
                   "not scored")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--batch-size", o->batch_size, "Windows scored together")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 16));
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
   AddCacheFormatFlags(cmd, &o->cache);
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
@@ -152,15 +93,6 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         " exceeds the model's context of " +
                                         std::to_string(config.max_position_embeddings)));
   }
-  KvCacheOptions cache_options;
-  cache_options.compress = format.compress_cache;
-  cache_options.rotate_keys = format.rotate_keys();
-  cache_options.smooth_keys = format.smooth_keys();
-  cache_options.channel_keys = format.channel_keys();
-  cache_options.exact_sink = sink;
-  cache_options.exact_window = recent;
-  if (Status s = KvCache::Supports(cache_options, config.head_dim); !s.ok()) return Fail(s);
-
   const Tokenizer& tok = **tokenizer;
   const std::vector<int32_t> ids = tok.Encode(text.str(), /*add_bos=*/false);
   const bool bos = tok.add_bos_by_default() && tok.bos_id() >= 0;
@@ -177,27 +109,45 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         std::to_string(o.prompt + 1) + " tokens"));
   }
 
-  // The arithmetic a run with --compress-weight does: quantize once, expand to fp32.
-  std::unique_ptr<Q4Weights> q4_weights;
-  // A 4-bit store's weights are 4-bit already; the backend expands them a matrix at a time.
-  if (o.compress_weight && !(*model)->has_q4_weights()) {
-    q4_weights = std::make_unique<Q4Weights>(**model);
-  }
+  // One engine for every command: everything in device memory, windows of one length
+  // batch_size at a time, the shorter last one in a block of its own (no padding).
+  Plan plan = format;
+  plan.gpu_batch_size = std::min(o.batch_size, static_cast<int>(windows.size()));
+  // A 4-bit store's weights are 4-bit already: the engine expands them a layer at a time.
+  plan.compress_weight = o.compress_weight || (*model)->has_q4_weights();
+  OffloadOptions options;
+  options.plan = plan;
   auto backend = MakeCpuBackend();
-  Transformer transformer(**model, *backend, q4_weights ? &q4_weights->RoundTripped() : nullptr);
+  OffloadGenerator engine(**model, *backend, tok, {}, options);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(ids.size()) +
           " tokens in " + std::to_string(windows.size()) + " windows of up to " +
-          std::to_string(o.window) + " tokens");
-  // Windows of one length run as one block; a shorter last window runs alone after them.
+          std::to_string(o.window) + " tokens, " + std::to_string(plan.gpu_batch_size) +
+          " at a time");
+  std::vector<GenerationRequest> requests;
+  for (const std::vector<int32_t>& w : windows) {
+    GenerationRequest r;
+    r.prompt.assign(w.begin(), w.begin() + o.prompt);
+    r.forced.assign(w.begin() + o.prompt, w.end());
+    requests.push_back(std::move(r));
+  }
   double nll = 0;
   size_t scored = 0;
-  for (size_t first = 0; first < windows.size();) {
+  for (size_t first = 0; first < requests.size();) {
     size_t end = first + 1;
-    while (end < windows.size() && windows[end].size() == windows[first].size()) ++end;
-    size_t block_scored = 0;
-    nll += WindowsNll(transformer, std::span(windows).subspan(first, end - first), cache_options,
-                      o.prompt, &block_scored);
-    scored += block_scored;
+    while (end < requests.size() && end - first < static_cast<size_t>(plan.gpu_batch_size) &&
+           requests[end].forced.size() == requests[first].forced.size()) {
+      ++end;
+    }
+    Result<std::vector<GenerationResult>> results = engine.TryGenerate(
+        std::vector<GenerationRequest>(requests.begin() + static_cast<long>(first),
+                                       requests.begin() + static_cast<long>(end)));
+    if (!results.ok()) return Fail(results.status());
+    for (const GenerationResult& r : *results) {
+      for (const double logprob : r.logprobs) nll -= logprob;
+      scored += r.logprobs.size();
+    }
+    LogInfo("scored " + std::to_string(end) + " of " + std::to_string(requests.size()) +
+            " windows");
     first = end;
   }
   std::printf("perplexity %.4f over %zu tokens\n", std::exp(nll / static_cast<double>(scored)),

@@ -7,8 +7,9 @@
 // through the KV cache in the chosen format, as a generated token would; the format's defaults
 // and flags are a run's (policy/plan.h): with smoothed keys (--cache-keys smoothed) the prompt's
 // keys fit the smoothing, and --cache-sink and --cache-window keep each window's first and most
-// recent tokens exact. The full windows run together as one block and a shorter last window alone
-// after them, so no window is padded and none changes another's score. A last window of --prompt
+// recent tokens exact. Windows run on the engine (OffloadGenerator, everything in device memory),
+// --batch-size full windows at a time and a shorter last window alone after them, so no window
+// is padded and none changes another's score. A last window of --prompt
 // tokens or fewer is skipped. Prints the perplexity exp(mean negative log-likelihood) and the
 // number of scored tokens: the windows' tokens (BOS included) minus windows x --prompt.
 #pragma once
@@ -29,11 +30,12 @@ struct PerplexityOptions {
   int window = 1024;             // tokens per window; at most the model's context length
   int threads = 0;               // CPU threads; 0: all cores
   bool compress_cache = false;   // 4-bit KV cache
+  int batch_size = 8;            // windows scored together (one micro-batch)
   int prompt = 64;               // tokens per window fed as one prefill step, not scored;
                                  // window >= prompt + 1
   CacheFormatFlags cache;        // with compress_cache: its format (src/cli/policy_flags.h);
                                  // unset: a plan's defaults
-  bool compress_weight = false;  // 4-bit weights (Q4Weights), expanded to fp32
+  bool compress_weight = false;  // 4-bit weights, expanded to fp32 a layer at a time
 };
 
 // Registers the `perplexity` subcommand and its flags on `app`, filling *options when parsed.

@@ -22,7 +22,6 @@
 #include "src/job/output_writer.h"
 #include "src/memory/model_spec_of.h"
 #include "src/model/model.h"
-#include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
 #include "src/schedule/schedule_dump.h"
@@ -100,15 +99,6 @@ void HintAtChatLines(const JobLoopOutcome& outcome, const ChatTemplate& chat_tem
 Workload SearchWorkload(const ModelConfig& config) {
   const int half = std::max(1, config.max_position_embeddings / 2);
   return {std::min(512, half), std::min(256, half), 0};
-}
-
-// A searched plan that keeps everything on an emulated device, uncompressed, is the in-memory
-// Generator's work (the same tokens), without the executor's lane threads and copies. A 4-bit
-// plan goes to the executor, which is what applies its formats.
-bool RunsInMemory(const Plan& plan, const std::optional<HardwareSpec>& hardware) {
-  return hardware && hardware->gpu_emulated && plan.weight_gpu_percent == 100 &&
-         plan.cache_gpu_percent == 100 && plan.activation_gpu_percent == 100 &&
-         !plan.cpu_attention && !plan.compress_cache && !plan.compress_weight;
 }
 
 }  // namespace
@@ -199,38 +189,31 @@ int RunCommand(const RunOptions& o) {
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
 
   auto backend = MakeCpuBackend();
-  Transformer transformer(**model, *backend);
-  Generator generator(transformer, **tokenizer, EndOfGenerationIds(**tokenizer, config));
-  generator.set_cancel(&stop);
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
   Result<ChosenPlan> chosen =
       ChoosePlan(o.policy, spec, SearchWorkload(config), *hardware, o.batch_size);
   if (!chosen.ok()) return Fail(chosen.status());
+  if (!chosen->searched && !o.policy.explicit_plan()) {
+    // Nothing to place by: each block of --batch-size runs as one micro-batch on the device.
+    chosen->plan.gpu_batch_size = o.batch_size;
+    chosen->how += ", each block one micro-batch";
+  }
   const Plan& plan = chosen->plan;
   LogInfo("hardware profile: " + hardware_origin);
-  std::unique_ptr<OffloadGenerator> offload;
-  if (o.policy.any() || (chosen->searched && !RunsInMemory(plan, *hardware))) {
-    if (chosen->searched) {  // a plan by hand had its offload directory checked above
-      if (Status s = PrepareOffloadDir(o.policy, plan); !s.ok()) return Fail(s);
-    }
-    offload = std::make_unique<OffloadGenerator>(**model, *backend, **tokenizer,
-                                                 EndOfGenerationIds(**tokenizer, config),
-                                                 OffloadOptionsFromFlags(o.policy, *chosen));
-    offload->set_cancel(&stop);
-    LogInfo("plan " + chosen->how + ": offloading engine, " + PlanToFlexGenFlags(plan));
-    if (!o.policy.dump_schedule.empty()) {
-      Result<BlockSchedule> schedule = offload->ScheduleFor(
-          static_cast<int>(plan.block_size()), 64, 16);
-      if (!schedule.ok()) return Fail(schedule.status());
-      Status s = WriteTextFile(o.policy.dump_schedule, DumpSchedule(*schedule));
-      return s.ok() ? kExitOk : Fail(s);
-    }
-  } else {
-    LogInfo("plan " + chosen->how + ": " +
-            (chosen->searched ? PlanToFlexGenFlags(plan) + ", everything on the emulated device, "
-                              : std::string()) +
-            "run in memory by the Generator");
+  if (chosen->searched) {  // a plan by hand had its offload directory checked above
+    if (Status s = PrepareOffloadDir(o.policy, plan); !s.ok()) return Fail(s);
+  }
+  OffloadGenerator engine(**model, *backend, **tokenizer, EndOfGenerationIds(**tokenizer, config),
+                          OffloadOptionsFromFlags(o.policy, *chosen));
+  engine.set_cancel(&stop);
+  LogInfo("plan " + chosen->how + ": " + PlanToFlexGenFlags(plan));
+  if (!o.policy.dump_schedule.empty()) {
+    Result<BlockSchedule> schedule =
+        engine.ScheduleFor(static_cast<int>(plan.block_size()), 64, 16);
+    if (!schedule.ok()) return Fail(schedule.status());
+    Status s = WriteTextFile(o.policy.dump_schedule, DumpSchedule(*schedule));
+    return s.ok() ? kExitOk : Fail(s);
   }
   Result<std::unique_ptr<OutputWriter>> writer = OutputWriter::Open(o.output);
   if (!writer.ok()) return Fail(writer.status().WithContext("output"));
@@ -243,11 +226,7 @@ int RunCommand(const RunOptions& o) {
   JobLoop loop;
   loop.reader = reader->get();
   loop.writer = writer->get();
-  loop.generate = [&](const std::vector<GenerationRequest>& b)
-      -> Result<std::vector<GenerationResult>> {
-    if (offload != nullptr) return offload->TryGenerate(b);
-    return generator.Generate(b);
-  };
+  loop.generate = [&](const std::vector<GenerationRequest>& b) { return engine.TryGenerate(b); };
   loop.stop = &stop;
   loop.model_name = ModelName(*model_path);
   loop.already_done = already_done;
@@ -277,23 +256,21 @@ int RunCommand(const RunOptions& o) {
             (m.interrupt_signal.empty() ? "a signal" : m.interrupt_signal) +
             "; every finished block is in " + o.output + ": rerun the same command to resume");
   }
-  if (offload != nullptr) {
-    const ExecutorMetrics& x = offload->metrics();
-    m.peak_bytes = {static_cast<uint64_t>(x.peak_bytes.gpu_bytes),
-                    static_cast<uint64_t>(x.peak_bytes.cpu_bytes),
-                    static_cast<uint64_t>(x.peak_bytes.disk_bytes)};
-    auto link = [&](Link l) { return x.link_bytes[static_cast<int>(l)]; };
-    m.link_bytes = {link(Link::kDiskToCpu), link(Link::kCpuToDisk), link(Link::kCpuToGpu),
-                    link(Link::kGpuToCpu)};
-    LogInfo(x.ToString());
-    const LaneReport lanes = BuildLaneReport(x, plan, spec, *hardware);
-    m.lane_profile = lanes.profile;
-    m.lane_times = lanes.times;
-    m.phase_times = lanes.phases;
-    LogInfo(LaneReportText(lanes));
-    if (!o.policy.trace.empty()) {
-      if (Status s = offload->WriteTrace(o.policy.trace); !s.ok()) LogWarn(s.message());
-    }
+  const ExecutorMetrics& x = engine.metrics();
+  m.peak_bytes = {static_cast<uint64_t>(x.peak_bytes.gpu_bytes),
+                  static_cast<uint64_t>(x.peak_bytes.cpu_bytes),
+                  static_cast<uint64_t>(x.peak_bytes.disk_bytes)};
+  auto link = [&](Link l) { return x.link_bytes[static_cast<int>(l)]; };
+  m.link_bytes = {link(Link::kDiskToCpu), link(Link::kCpuToDisk), link(Link::kCpuToGpu),
+                  link(Link::kGpuToCpu)};
+  LogInfo(x.ToString());
+  const LaneReport lanes = BuildLaneReport(x, plan, spec, *hardware);
+  m.lane_profile = lanes.profile;
+  m.lane_times = lanes.times;
+  m.phase_times = lanes.phases;
+  LogInfo(LaneReportText(lanes));
+  if (!o.policy.trace.empty()) {
+    if (Status s = engine.WriteTrace(o.policy.trace); !s.ok()) LogWarn(s.message());
   }
   if (!o.metrics.empty()) {
     if (Status s = WriteMetricsFile(o.metrics, m); !s.ok()) LogWarn(s.message());

@@ -18,10 +18,8 @@ struct RunOptions {
   double progress_interval_s = 30;  // seconds between progress log lines when not on a terminal
   int threads = 0;          // CPU threads; 0: all cores
   // Placement over GPU, CPU memory and disk. --policy auto (the default) searches a plan with
-  // the hardware profile; without a profile, or when the searched plan keeps everything on an
-  // emulated device, everything stays in memory and the plain Generator runs (the same tokens,
-  // tests/runtime/policy_matrix_test.cc). A plan by hand, tiers, --trace or --dump-schedule run
-  // the offloading engine.
+  // the hardware profile; without a profile everything stays on the device and each block of
+  // batch_size runs as one micro-batch. Every plan runs on the one engine (OffloadGenerator).
   PolicyFlags policy;
 };
 

@@ -17,7 +17,7 @@ enum class SyntheticWeights {
   kInMemory,  // in buffers the Model owns, filled when it is made: any engine runs it
   kOnDemand,  // nowhere: Model::ReadTensorBytes makes any range of a tensor when asked, so the
               // offloading engine writes them straight to their homes and nothing else holds
-              // them (Model::weights_on_demand; the in-memory Generator cannot run it)
+              // them (Model::weights_on_demand)
 };
 
 // Weights of matrices are uniform in [-a, a] with a = 1 / sqrt(in_features), from `seed`, so that

@@ -68,9 +68,9 @@ void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int
                  int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
                  bool q4, const Q4KeyWrite& keys, std::vector<float>& scratch) {
   const size_t d = static_cast<size_t>(head_dim);
-  // A 4-bit row's tokens are gathered in `scratch`, then quantized as KvCache::Write does for a
-  // whole cache (each token of each head on its own, so the codes are the same bits); an fp32
-  // row's go straight to their slots.
+  // A 4-bit row's tokens are gathered in `scratch`, then quantized each token of each head on its
+  // own (so the codes are the same bits wherever the row lives); an fp32 row's go straight to
+  // their slots.
   if (q4) scratch.resize(2 * static_cast<size_t>(tokens) * d);
   for (int r = row_begin; r < row_end; ++r) {
     const KvRow& row = rows[static_cast<size_t>(r)];

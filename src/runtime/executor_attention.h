@@ -3,7 +3,7 @@
 // a slice in its own memory (GPU home, cache slot, CPU home, CPU-attention slot), so a row is
 // found through a table. Each (sequence, query head, token) is computed exactly as one
 // Backend::Attention call over a contiguous cache computes it (or, for the 4-bit cache, one
-// kernels::cpu::DecodeAttentionQ4 call, as Transformer's compressed path does), so results are
+// kernels::cpu::DecodeAttentionQ4 call over a contiguous cache), so results are
 // the same bits.
 #pragma once
 
@@ -31,7 +31,7 @@ struct KvRow {
 // Row `index` of a buffer at `base` holding `rows` rows of `len` slots in `format`'s planes.
 KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int64_t index);
 
-// How 4-bit rows take keys, as KvCache's options say: Walsh–Hadamard rotated first, or by
+// How 4-bit rows take keys, as the plan says: Walsh–Hadamard rotated first, or by
 // channel (kernels/cpu/kv_q4_channel.h), a group once its last slot is written, from this
 // write's keys and the micro-batch's exact keys (Q4ExactRows' keys, row r of `rows` at its row
 // r; as before this write, or after it for one token).
@@ -46,8 +46,8 @@ struct Q4KeyWrite {
 
 // Stores this step's keys and values, k_new and v_new [batch * tokens, kv_heads * head_dim]
 // (token-major, as a Linear writes them), in slots [first_slot, first_slot + tokens) of rows
-// [row_begin, row_end) of `rows`. Same layout rule as KvCache::Write; 4-bit rows (`q4`) are
-// quantized as KvCache::Write quantizes them (keys as `keys` says), through `scratch`.
+// [row_begin, row_end) of `rows`; 4-bit rows (`q4`) quantized (keys as `keys` says) through
+// `scratch`.
 void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
                  int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
                  bool q4, const Q4KeyWrite& keys, std::vector<float>& scratch);

@@ -152,7 +152,7 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
   const int p = run.prompt_len;
   if (step.token == 0) {
     // Left padding to the block's longest prompt; padding repeats the first real token, is never
-    // attended, and its outputs are dropped (as in Generator).
+    // attended, and its outputs are dropped.
     in = StepInput{};
     in.batch = batch;
     in.new_tokens = p;
@@ -322,7 +322,7 @@ std::pair<float*, float*> BlockCompute::ExactRows(const Step& step, int block) c
 
 void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, const float* k,
                           const float* q) {
-  // As KvCache with smooth_keys: fitted per (sequence, KV head) to the prompt's real tokens at
+  // Fitted per (sequence, KV head) to the prompt's real tokens at
   // the prefill, then every key stored smoothed and every decode query scaled.
   namespace kc = kernels::cpu;
   const ModelConfig& cfg = model_.config();
@@ -399,14 +399,29 @@ void BlockCompute::Output(const Step& step, BlockRun& run, const float* hidden) 
   const size_t h = static_cast<size_t>(cfg.hidden_size);
   auto* last = reinterpret_cast<float*>(tiers_.At(p_.last_hidden));
   auto* logits = reinterpret_cast<float*>(tiers_.At(p_.logits));
+  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
+  const int first = step.micro_batch * run.gpu_batch_size;
+  if (step.token == 0) {
+    // Prompt logits: each asking sequence's real rows, gpu_batch_size rows at a time through the
+    // same buffers.
+    for (int b = 0; b < in.batch; ++b) {
+      if (!(*run.requests)[static_cast<size_t>(first + b)].prompt_logits) continue;
+      const int start = in.start[static_cast<size_t>(b)];
+      for (int t = start; t < in.new_tokens; t += run.gpu_batch_size) {
+        const int rows = std::min(run.gpu_batch_size, in.new_tokens - t);
+        std::memcpy(last, hidden + (static_cast<size_t>(b) * in.new_tokens + t) * h,
+                    static_cast<size_t>(rows) * h * sizeof(float));
+        transformer_.Logits(w.final_norm, w.final_norm_bias, w.lm_head, last, rows, logits);
+        run.sequences->AddPromptLogits(first + b, logits, rows, cfg.vocab_size);
+      }
+    }
+  }
   for (int b = 0; b < in.batch; ++b) {
     const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
     std::memcpy(last + b * h, hidden + row * h, h * sizeof(float));
   }
-  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
   transformer_.Logits(w.final_norm, w.final_norm_bias, w.lm_head, last, in.batch, logits);
-  run.sequences->Sample(step.micro_batch * run.gpu_batch_size, in.batch, logits, cfg.vocab_size,
-                        step.token);
+  run.sequences->Sample(first, in.batch, logits, cfg.vocab_size, step.token);
 }
 
 }  // namespace strata

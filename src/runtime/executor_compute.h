@@ -8,8 +8,8 @@
 // step one slot per sequence and KV head), decode attention reads the codes directly
 // (kernels/cpu/attention_q4.h, on the CPU for delegated rows and for the emulated device alike),
 // and the prefill attends to the prompt's fp32 keys and values (placement's kv_prefill), as
-// Transformer's compressed path does, so the tokens are Generator's with the same cache. Keys
-// are rotated (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as KvCache does it: the
+// FlexGen does, so the tokens are the frozen reference's with the same cache (tests/reference/).
+// Keys are rotated (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as follows: the
 // smoothing of each (layer, sequence, KV head) is fitted at the prefill to the prompt's real
 // tokens and stays resident where the layers compute (placement's cache.smoothing); keys are
 // smoothed before they are written (wherever their rows live) and decode queries scaled before
@@ -17,9 +17,8 @@
 // (plan.exact_tokens()) are kept the same way: every key and value written is also stored, in
 // the space the 4-bit keys are in, in the micro-batch's exact rows (placement's cache.exact) when
 // its token is in the sequence's sink or window, and decode attention reads those tokens from
-// there (on the CPU too), as KvCache does. Keys by channel (plan.channel_keys()) are quantized a
-// group at a time when its last slot is written, from the step's keys and the exact rows, as
-// KvCache does it.
+// there (on the CPU too). Keys by channel (plan.channel_keys()) are quantized a group at a time
+// when its last slot is written, from the step's keys and the exact rows.
 #pragma once
 
 #include <utility>
@@ -37,7 +36,7 @@
 namespace strata {
 
 // One block while it runs. Micro-batch k holds sequences [k * gpu_batch_size, ...); the last one
-// may be short. Prompts are left-padded to prompt_len, as Generator pads them.
+// may be short. Prompts are left-padded to prompt_len.
 struct BlockRun {
   const std::vector<GenerationRequest>* requests = nullptr;
   BlockSequences* sequences = nullptr;
@@ -80,6 +79,8 @@ class BlockCompute {
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
   void PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
                      AttentionShape shape);
+  // The output layer: the logits of each sequence's newest row, sampled (BlockSequences); at the
+  // prefill also those of every real prompt row of a sequence that asks for its prompt logits.
   void Output(const Step& step, BlockRun& run, const float* hidden);
   // The KV rows of slice (block, k) for `step`, in rows_.
   void BuildRows(const Step& step, int block, int rows);

@@ -41,10 +41,22 @@ void BlockSequences::Sample(int first, int count, const float* logits, int vocab
   for (int i = 0; i < count; ++i) {
     const int seq = first + i;
     if (state_[static_cast<size_t>(seq)]->done) continue;
-    Push(seq, SampleToken(logits + static_cast<size_t>(i) * vocab, std::min(vocab, decodable_),
-                          block_[static_cast<size_t>(seq)].sampling, static_cast<uint64_t>(step),
-                          scratch_));
+    const GenerationRequest& req = block_[static_cast<size_t>(seq)];
+    const float* row = logits + static_cast<size_t>(i) * vocab;
+    if (!req.forced.empty()) {
+      const int32_t token = req.forced[static_cast<size_t>(step)];
+      results_[static_cast<size_t>(seq)].logprobs.push_back(LogProbability(row, vocab, token));
+      Push(seq, token);
+      continue;
+    }
+    Push(seq, SampleToken(row, std::min(vocab, decodable_), req.sampling,
+                          static_cast<uint64_t>(step), scratch_));
   }
+}
+
+void BlockSequences::AddPromptLogits(int seq, const float* logits, int rows, int vocab) {
+  std::vector<float>& out = results_[static_cast<size_t>(seq)].prompt_logits;
+  out.insert(out.end(), logits, logits + static_cast<size_t>(rows) * vocab);
 }
 
 void BlockSequences::Push(int seq, int32_t token) {
@@ -52,19 +64,21 @@ void BlockSequences::Push(int seq, int32_t token) {
   const GenerationRequest& req = block_[static_cast<size_t>(seq)];
   GenerationResult& res = results_[static_cast<size_t>(seq)];
   res.tokens.push_back(token);
+  const bool forced = !req.forced.empty();
   const bool eog = std::find(eog_ids_.begin(), eog_ids_.end(), token) != eog_ids_.end();
-  if (eog && !req.ignore_eos) {
+  if (eog && !req.ignore_eos && !forced) {
     res.reason = StopReason::kEndOfGeneration;
     st.done = true;
   } else {
     const size_t old_size = res.text.size();
     res.text += st.detok.Push(token);
-    const size_t cut = FindStop(res.text, old_size, req.stop, st.max_stop);
+    const size_t cut =
+        forced ? std::string::npos : FindStop(res.text, old_size, req.stop, st.max_stop);
     if (cut != std::string::npos) {
       res.text.resize(cut);
       res.reason = StopReason::kStopString;
       st.done = true;
-    } else if (static_cast<int>(res.tokens.size()) >= req.max_new_tokens) {
+    } else if (static_cast<int>(res.tokens.size()) >= TokensToGenerate(req)) {
       res.reason = StopReason::kLength;
       st.done = true;
     }

@@ -1,7 +1,8 @@
-// BlockSequences: the sequences of one block while it runs, in Generator or the executor —
-// each one's sampled tokens, text and stop state — and the stopping rules they share: an
-// end-of-generation id (unless ignore_eos), a stop string (the text is cut before it), or
-// max_new_tokens.
+// BlockSequences: the sequences of one block while it runs — each one's sampled tokens, text and
+// stop state — and the stopping rules they share: an end-of-generation id (unless ignore_eos), a
+// stop string (the text is cut before it), or max_new_tokens. A request with forced tokens
+// (GenerationRequest::forced) takes those instead of sampling, each with its log-probability, and
+// stops only after the last of them.
 #pragma once
 
 #include <cstdint>
@@ -13,7 +14,8 @@
 
 namespace strata {
 
-// Thread-compatible: one caller (Generator, or the executor's compute lane) while a block runs;
+// Thread-compatible: one caller (the executor's compute lane, or a reference engine in tests)
+// while a block runs;
 // the executor's load lane also reads last_token() to gather the input embedding's rows, once the
 // schedule has ordered it after the output layer's sampling and before the next one.
 class BlockSequences {
@@ -29,6 +31,9 @@ class BlockSequences {
   // embedding is padded with beyond them (Qwen2.5: 152064 against its tokenizer's 151665) would
   // decode to nothing.
   void Sample(int first, int count, const float* logits, int vocab, int step);
+  // Appends logits[rows, vocab] to sequence `seq`'s prompt logits
+  // (GenerationRequest::prompt_logits), the prompt's positions in order.
+  void AddPromptLogits(int seq, const float* logits, int rows, int vocab);
 
   int size() const { return static_cast<int>(results_.size()); }
   bool all_done() const { return running_ == 0; }

@@ -42,6 +42,12 @@ struct GenerationResult {
   std::vector<float> prompt_logits;
 };
 
+// How many tokens `request` generates at most: forced.size() when forced, else max_new_tokens.
+inline int TokensToGenerate(const GenerationRequest& request) {
+  return request.forced.empty() ? request.max_new_tokens
+                                : static_cast<int>(request.forced.size());
+}
+
 // The ids that end a generation: the tokenizer's and config's EOS, plus the chat turn/ document
 // end markers that exist as special tokens (<|im_end|>, <|endoftext|>, <|eot_id|>,
 // <|end_of_text|>), as llama.cpp does: GGUF files often name only one of them as EOS.

@@ -127,9 +127,9 @@ Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
     const std::vector<GenerationRequest>& block) {
   int prompt_len = 0, tokens = 0;
   for (const GenerationRequest& r : block) {
-    STRATA_CHECK(!r.prompt.empty() && r.max_new_tokens >= 1);
+    STRATA_CHECK(!r.prompt.empty() && TokensToGenerate(r) >= 1);
     prompt_len = std::max(prompt_len, static_cast<int>(r.prompt.size()));
-    tokens = std::max(tokens, r.max_new_tokens);
+    tokens = std::max(tokens, TokensToGenerate(r));
   }
   STRATA_RETURN_IF_ERROR(Prepare(prompt_len, prompt_len + tokens));
   BlockSequences sequences(block, tokenizer_, eog_ids_);

@@ -1,13 +1,14 @@
 // OffloadGenerator: Generator's contract (generator.h) on the offloading engine — weights, KV
 // cache and hidden states placed over GPU, pinned CPU memory and disk by a Plan, each block run
-// in FlexGen's zig-zag order by BlockExecutor. For a fixed seed its tokens are those of Generator
+// in FlexGen's zig-zag order by BlockExecutor. The one engine: every command runs on it. For a
+// fixed seed its tokens are the same whatever the plan, and those of the frozen reference engine
 // whatever the plan (tests/runtime/policy_matrix_test.cc).
 //
 //   OffloadOptions o;
 //   o.plan = *PlanFromFlexGenPercent({20, 80, 0, 100, 0, 100}, 4, 2);
 //   o.tiers.offload_dir = "/nvme/strata";
 //   OffloadGenerator gen(model, *backend, tokenizer, EndOfGenerationIds(tokenizer, config), o);
-//   std::vector<GenerationResult> out = gen.Generate(block);  // as Generator::Generate
+//   std::vector<GenerationResult> out = gen.Generate(block);
 #pragma once
 
 #include <atomic>
@@ -53,14 +54,16 @@ class OffloadGenerator {
   // (e.g. ResourceExhausted for the device capacity or for more host memory than
   // options.host_memory_bytes, with a plan that fits; NotFound for the offload directory), or a
   // disk transfer failed.
-  // REQUIRES: as Generator::Generate.
+  // Prompts of different lengths are left-padded to the longest; padding never changes a
+  // sequence's result (masked keys, positions counted from each sequence's first real token).
+  // REQUIRES: each prompt non-empty; prompt + TokensToGenerate() fits the model's context.
   Result<std::vector<GenerationResult>> TryGenerate(const std::vector<GenerationRequest>& block);
   // TryGenerate for callers that treat a failure as fatal: aborts with its message.
   std::vector<GenerationResult> Generate(const std::vector<GenerationRequest>& block);
 
   // Once *cancel is true, TryGenerate stops before its next token step (every lane of the
   // executor ends; no thread outlives the call) and returns every result with reason
-  // kCancelled, as Generator::set_cancel. nullptr (the default): never.
+  // kCancelled. nullptr (the default): never.
   // REQUIRES: *cancel outlives this.
   void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
 

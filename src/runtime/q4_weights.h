@@ -3,10 +3,9 @@
 // position embeddings, the projections, an untied output projection) quantized once, or, where a
 // GGUF file holds it in Q4_0, Q4_1 or Q4_K blocks, those blocks taken as they are
 // (Model::GgufQ4Planes); vectors (norms, biases) and other matrices stay as they are, as in
-// FlexGen. The offloading engine stores the planes in the
-// weights' homes and expands a layer once per layer per token step; RoundTripped() is the same
-// quantize-then-expand for Transformer and Generator, the reference a 4-bit run is held to and
-// what `strata perplexity --compress-weight` measures. A store written by `strata convert
+// FlexGen. The engine stores the planes in the weights' homes and expands a layer once per layer
+// per token step; RoundTripped() is the same quantize-then-expand for the frozen reference engine
+// (tests/reference/), which a 4-bit run is held to. A store written by `strata convert
 // --compress-weight` already holds the planes: they are used as stored, not quantized again.
 #pragma once
 

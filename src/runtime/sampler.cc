@@ -75,4 +75,11 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingConfig& config
   return scratch[keep - 1].second;
 }
 
+double LogProbability(const float* logits, int vocab, int32_t token) {
+  const float max = *std::max_element(logits, logits + vocab);
+  double sum = 0;
+  for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - max));
+  return logits[token] - (max + std::log(sum));
+}
+
 }  // namespace strata

@@ -24,4 +24,8 @@ double UniformDraw(uint64_t seed, uint64_t step);
 int32_t SampleToken(const float* logits, int vocab, const SamplingConfig& config, uint64_t step,
                     std::vector<std::pair<float, int32_t>>& scratch);
 
+// log p(token) under logits[vocab]: log-softmax at `token`, summed in fp64 from the largest
+// logit. REQUIRES: 0 <= token < vocab.
+double LogProbability(const float* logits, int vocab, int32_t token);
+
 }  // namespace strata

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "kernels/cpu/attention_q4.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -36,9 +35,9 @@ RopeSpec RopeFor(const ModelConfig& c) {
 
 }  // namespace
 
-Transformer::Transformer(const Model& model, Backend& backend, const ModelWeights* weights)
+Transformer::Transformer(const Model& model, Backend& backend)
     : config_(model.config()),
-      weights_(weights != nullptr ? *weights : model.weights()),
+      learned_positions_(model.weights().position_embedding.present()),
       backend_(backend) {
   if (config_.use_rope) {
     inv_freq_.resize(static_cast<size_t>(config_.head_dim / 2));
@@ -55,13 +54,8 @@ float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
   return buf.data();
 }
 
-void Transformer::Embed(const StepInput& in, float* hidden) {
-  EmbedRows(in.tokens, PositionRows(in), weights_.token_embedding, weights_.position_embedding,
-            hidden);
-}
-
 std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
-  if (!weights_.position_embedding.present()) return {};
+  if (!learned_positions_) return {};
   std::vector<int32_t> rows(in.positions);
   for (int32_t& r : rows) r += config_.position_offset;
   return rows;
@@ -122,74 +116,10 @@ void Transformer::AttentionOutput(const LayerWeights& w, int rows, const float* 
 uint64_t Transformer::workspace_bytes() const {
   size_t n = 0;
   for (const std::vector<float>* b :
-       {&normed_, &q_, &k_, &v_, &attn_, &proj_, &up_, &gate_, &k_f32_, &v_f32_}) {
+       {&normed_, &q_, &k_, &v_, &attn_, &proj_, &up_, &gate_}) {
     n += b->capacity();
   }
   return n * sizeof(float);
-}
-
-void Transformer::AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden) {
-  const LayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
-  const ModelConfig& c = config_;
-  const AttentionBuffers b = AttentionInputs(w, in, hidden);
-  cache.Write(layer, b.k, b.v, in.new_tokens, in.cache_len - in.new_tokens, in.start.data());
-
-  AttentionShape shape;
-  shape.batch = in.batch;
-  shape.new_tokens = in.new_tokens;
-  shape.num_heads = c.num_heads;
-  shape.num_kv_heads = c.num_kv_heads;
-  shape.head_dim = c.head_dim;
-  shape.max_len = cache.max_len();
-  shape.cache_len = in.cache_len;
-  shape.scale = c.AttentionScale();
-  if (!cache.options().compress) {
-    backend_.Attention(shape, b.q, cache.keys(layer), cache.values(layer),
-                       in.start.data(), b.attn);
-  } else if (in.new_tokens == 1) {
-    kernels::cpu::DecodeAttentionQ4Shape s;
-    s.batch = in.batch;
-    s.num_heads = c.num_heads;
-    s.num_kv_heads = c.num_kv_heads;
-    s.head_dim = c.head_dim;
-    s.max_len = cache.max_len();
-    s.cache_len = in.cache_len;
-    s.scale = shape.scale;
-    cache.DecodeAttention(layer, s, b.q, in.start.data(), b.attn);
-  } else {
-    PrefillOnCompressedCache(layer, in, cache, shape, b.q, b.k, b.v, b.attn);
-  }
-  AttentionOutput(w, in.batch * in.new_tokens, b.attn, hidden);
-}
-
-void Transformer::PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
-                                           AttentionShape shape, const float* q, const float* k,
-                                           const float* v, float* attn) {
-  // Slots before this step come back from the cache; this step's own keys and values are the
-  // fp32 rows just computed, so a prompt attends to itself without quantization error.
-  const int d = config_.head_dim;
-  const int kv_heads = config_.num_kv_heads;
-  const int first = in.cache_len - in.new_tokens;
-  const size_t n = static_cast<size_t>(in.batch) * kv_heads * in.cache_len * d;
-  float* kf = Workspace(k_f32_, n);
-  float* vf = Workspace(v_f32_, n);
-  cache.ExpandSlots(layer, first, in.cache_len, kf, vf, in.start.data());
-  for (int b = 0; b < in.batch; ++b) {
-    for (int t = 0; t < in.new_tokens; ++t) {
-      for (int h = 0; h < kv_heads; ++h) {
-        const size_t src = ((static_cast<size_t>(b) * in.new_tokens + t) * kv_heads + h) * d;
-        const size_t dst = ((static_cast<size_t>(b) * kv_heads + h) * in.cache_len + first + t) * d;
-        std::copy_n(k + src, d, kf + dst);
-        std::copy_n(v + src, d, vf + dst);
-      }
-    }
-  }
-  shape.max_len = in.cache_len;
-  backend_.Attention(shape, q, kf, vf, in.start.data(), attn);
-}
-
-void Transformer::MlpLayer(int layer, int rows, float* hidden) {
-  MlpLayer(weights_.layers[static_cast<size_t>(layer)], rows, hidden);
 }
 
 void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
@@ -220,10 +150,6 @@ void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
   float* proj = Workspace(proj_, rows * h);
   backend_.Linear(act, rows, w.w_down, w.b_down, proj);
   backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
-}
-
-void Transformer::Logits(const float* hidden, int rows, float* logits) {
-  Logits(weights_.final_norm, weights_.final_norm_bias, weights_.lm_head, hidden, rows, logits);
 }
 
 void Transformer::Logits(const TensorView& final_norm, const TensorView& final_norm_bias,

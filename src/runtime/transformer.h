@@ -1,6 +1,7 @@
 // Transformer: one decoder-only model as FlexGen's scheduling layers — input embedding, then per
 // block an attention layer and an MLP layer, then the output layer — each callable on its own
-// for one micro-batch, so an executor can interleave layers and micro-batches as it likes.
+// for one micro-batch over weights the caller gives, so an executor can place weights and the KV
+// cache itself and interleave layers and micro-batches as it likes (src/runtime/executor.h).
 // Not thread-safe: it owns reusable workspaces.
 #pragma once
 
@@ -10,7 +11,6 @@
 
 #include "src/backend/backend.h"
 #include "src/model/model.h"
-#include "src/runtime/kv_cache.h"
 
 namespace strata {
 
@@ -28,35 +28,18 @@ struct StepInput {
 
 class Transformer {
  public:
-  // REQUIRES: `model` and `backend` outlive the Transformer. `weights`, when given (e.g. the
-  // model's weights after a 4-bit round trip), is used instead of model.weights() and must
-  // outlive the Transformer too.
-  Transformer(const Model& model, Backend& backend, const ModelWeights* weights = nullptr);
+  // REQUIRES: `model` and `backend` outlive the Transformer.
+  Transformer(const Model& model, Backend& backend);
 
   const ModelConfig& config() const { return config_; }
 
-  // hidden[rows, hidden_size] = token (+ position) embeddings of `in`.
-  void Embed(const StepInput& in, float* hidden);
-  // Attention sub-block of `layer` with its residual: writes the new keys/values into `cache`.
-  // With a compressed cache, a decode step (one new token) attends straight to the 4-bit cache;
-  // a step of several tokens (prefill) attends to the fp32 keys and values it just computed (and
-  // to earlier slots expanded from the cache), as FlexGen does, and stores them compressed.
-  void AttentionLayer(int layer, const StepInput& in, KvCache& cache, float* hidden);
-  // MLP sub-block of `layer` with its residual.
-  void MlpLayer(int layer, int rows, float* hidden);
-  // logits[rows, vocab] for the given hidden rows (final norm, then the LM head).
-  void Logits(const float* hidden, int rows, float* logits);
-
-  // The same layers over weights the caller gives and a KV cache the caller keeps, for an
-  // executor that places both itself (src/runtime/executor.h): the same kernels in the same order
-  // as the forms above, so the results are the same bits.
   // The position-table rows of `in`'s tokens: positions + config().position_offset; empty for a
   // model without learned positions.
   std::vector<int32_t> PositionRows(const StepInput& in) const;
-  // Embed's lookup by table rows: hidden[i] = token_embedding[token_rows[i]] (+
-  // position_embedding[position_rows[i]] where present). Embed's rows are the tokens and the
-  // positions + config().position_offset; an executor that brings only some rows of the tables
-  // passes their indices there (src/runtime/input_rows.h).
+  // The input embedding by table rows: hidden[i] = token_embedding[token_rows[i]] (+
+  // position_embedding[position_rows[i]] where present). The rows are the tokens and
+  // PositionRows(); an executor that brings only some rows of the tables passes their indices
+  // there (src/runtime/input_rows.h).
   void EmbedRows(std::span<const int32_t> token_rows, std::span<const int32_t> position_rows,
                  const TensorView& token_embedding, const TensorView& position_embedding,
                  float* hidden);
@@ -74,7 +57,9 @@ class Transformer {
                                    const float* hidden);
   // The attention sub-block after the cache: hidden += attn * wo^T (+ bo).
   void AttentionOutput(const LayerWeights& w, int rows, const float* attn, float* hidden);
+  // The MLP sub-block with its residual.
   void MlpLayer(const LayerWeights& w, int rows, float* hidden);
+  // logits[rows, vocab] for the given hidden rows (final norm, then the LM head).
   void Logits(const TensorView& final_norm, const TensorView& final_norm_bias,
               const TensorView& lm_head, const float* hidden, int rows, float* logits);
   // Bytes of workspace held now; workspaces only grow, so this is their peak.
@@ -82,16 +67,12 @@ class Transformer {
 
  private:
   float* Workspace(std::vector<float>& buf, size_t n);
-  // attn = attention of a multi-token step over a compressed cache, on fp32 keys and values.
-  void PrefillOnCompressedCache(int layer, const StepInput& in, const KvCache& cache,
-                                AttentionShape shape, const float* q, const float* k,
-                                const float* v, float* attn);
 
   const ModelConfig& config_;
-  const ModelWeights& weights_;
+  const bool learned_positions_;
   Backend& backend_;
   std::vector<float> inv_freq_;
-  std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_, k_f32_, v_f32_;
+  std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_;
 };
 
 }  // namespace strata

@@ -122,8 +122,11 @@ TEST_F(CliTest, MetricsAndProgressLines) {
   EXPECT_GT(m["throughput"]["generated_tokens_per_s"].get<double>(), 0);
   EXPECT_GE(m["padding"]["prompt_waste"].get<double>(), 0);
   EXPECT_LT(m["padding"]["prompt_waste"].get<double>(), 0.5);
-  EXPECT_TRUE(m["memory"]["peak_bytes"]["gpu"].is_null());
-  EXPECT_TRUE(m["links"]["bytes"]["disk_to_cpu"].is_null());
+  // Everything on the device (no profile, no plan): the engine's figures say so.
+  EXPECT_GT(m["memory"]["peak_bytes"]["gpu"].get<uint64_t>(), 0u);
+  EXPECT_EQ(m["memory"]["peak_bytes"]["disk"].get<uint64_t>(), 0u);
+  EXPECT_EQ(m["links"]["bytes"]["disk_to_cpu"].get<uint64_t>(), 0u);
+  EXPECT_EQ(m["links"]["bytes"]["cpu_to_gpu"].get<uint64_t>(), 0u);
   EXPECT_GT(m["memory"]["peak_rss_bytes"].get<uint64_t>(), 0u);
 }
 

@@ -301,22 +301,24 @@ TEST_F(PolicyCliTest, PlanTakesExactTokensAndAccountsTheirRows) {
       << bad.stderr_text;
 }
 
-// Without --hardware and without a cached profile, --policy auto keeps the in-memory Generator
-// and says why.
-TEST_F(PolicyCliTest, RunWithoutAProfileKeepsTheInMemoryGenerator) {
+// Without --hardware and without a cached profile, --policy auto keeps everything on the device,
+// each block one micro-batch, and says why.
+TEST_F(PolicyCliTest, RunWithoutAProfileKeepsEverythingOnTheDevice) {
   Write("in.jsonl", Req("a", "Hello", 4));
   const CliResult r = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
                                     " --output " + Path("out.jsonl"),
                                 "STRATA_CACHE=" + Path("cache"));
   ASSERT_EQ(r.exit_code, 0) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("hardware profile: none"), std::string::npos) << r.stderr_text;
-  EXPECT_NE(r.stderr_text.find("run in memory by the Generator"), std::string::npos)
+  EXPECT_NE(r.stderr_text.find("default (no hardware profile to search with), each block one "
+                               "micro-batch: --percent 100 0 100 0 100 0 --gpu-batch-size 16 "),
+            std::string::npos)
       << r.stderr_text;
 }
 
 // A cached profile with a GPU tier smaller than the model makes --policy auto search and offload;
-// the run holds to the capacity the plan was searched for, and the tokens are the in-memory
-// Generator's.
+// the run holds to the capacity the plan was searched for, and the tokens are those of the
+// default plan, everything on the device.
 TEST_F(PolicyCliTest, RunSearchesWithTheCachedProfile) {
   std::string in;
   for (int i = 0; i < 4; ++i) in += Req("r" + std::to_string(i), std::string(i + 2, 'y'), 5);
@@ -330,8 +332,6 @@ TEST_F(PolicyCliTest, RunSearchesWithTheCachedProfile) {
       "STRATA_CACHE=" + Path("cache"));
   ASSERT_EQ(searched.exit_code, 0) << searched.stderr_text;
   EXPECT_NE(searched.stderr_text.find("plan searched (profile tiny-gpu"), std::string::npos)
-      << searched.stderr_text;
-  EXPECT_NE(searched.stderr_text.find("offloading engine"), std::string::npos)
       << searched.stderr_text;
   const CliResult plain = RunStrata("run --model " + kModel + " --input " + Path("in.jsonl") +
                                         " --output " + Path("plain.jsonl") + " --batch-size 4",

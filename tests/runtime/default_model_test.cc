@@ -13,8 +13,9 @@
 #include "src/backend/backend.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/model/model.h"
-#include "src/runtime/generator.h"
+#include "policy/plan.h"
 #include "src/runtime/model_tokenizer.h"
+#include "src/runtime/offload_generator.h"
 
 namespace strata {
 namespace {
@@ -61,12 +62,14 @@ nlohmann::json* DefaultModelTest::golden_ = nullptr;
 
 TEST_F(DefaultModelTest, MatchesTransformersOnTheExamplePrompts) {
   auto backend = MakeCpuBackend();
-  Transformer transformer(*model_, *backend);
   const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer_, model_->config());
-  Generator generator(transformer, *tokenizer_, eog);
   const int vocab = model_->config().vocab_size;
   const auto& rows = (*golden_)["variants"]["default_no_bos"];
   ASSERT_EQ(rows.size(), 12u);
+  OffloadOptions options;
+  options.plan =
+      *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, static_cast<int>(rows.size()), 1);
+  OffloadGenerator generator(*model_, *backend, *tokenizer_, eog, options);
 
   std::vector<GenerationRequest> block;
   for (const auto& row : rows) {
@@ -76,19 +79,12 @@ TEST_F(DefaultModelTest, MatchesTransformersOnTheExamplePrompts) {
                                  tokenizer_->add_bos_by_default()),
               ids)
         << id;
-    // Last-position logits: the top 20 of transformers, to 1e-4 of the largest logit.
-    const std::vector<float> logits = generator.PromptLogits(ids);
-    const float* last = logits.data() + (ids.size() - 1) * vocab;
-    const double scale = row["last_logits_stats"]["max_abs"].get<double>();
-    for (const auto& pair : row["last_logits_top20"]) {
-      const int token = pair[0];
-      EXPECT_NEAR(last[token], pair[1].get<double>(), 1e-4 * scale) << id << " token " << token;
-    }
     GenerationRequest r;
     r.prompt = ids;
     r.max_new_tokens = 24;
     r.sampling.temperature = 0.0f;
     r.ignore_eos = true;
+    r.prompt_logits = true;
     block.push_back(r);
   }
 
@@ -96,6 +92,15 @@ TEST_F(DefaultModelTest, MatchesTransformersOnTheExamplePrompts) {
   for (size_t p = 0; p < rows.size(); ++p) {
     const auto& row = rows[p];
     const std::string id = row["custom_id"];
+    // Last-position logits: the top 20 of transformers, to 1e-4 of the largest logit.
+    const std::vector<float>& logits = batched[p].prompt_logits;
+    ASSERT_EQ(logits.size(), block[p].prompt.size() * vocab) << id;
+    const float* last = logits.data() + (block[p].prompt.size() - 1) * vocab;
+    const double scale = row["last_logits_stats"]["max_abs"].get<double>();
+    for (const auto& pair : row["last_logits_top20"]) {
+      const int token = pair[0];
+      EXPECT_NEAR(last[token], pair[1].get<double>(), 1e-4 * scale) << id << " token " << token;
+    }
     const std::vector<int32_t> want = row["greedy"];
     // transformers' min_new_tokens masks EOS where it was the argmax; strata (ignore_eos) emits
     // it. Compare up to the first such step and require EOS there.

@@ -30,9 +30,9 @@
 #include "src/io/fault_env.h"
 #include "src/model/model.h"
 #include "src/model/store_writer.h"
-#include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
+#include "tests/reference/generator.h"
 
 namespace strata {
 namespace {
@@ -298,7 +298,8 @@ TEST(OffloadCancelTest, CancelFromAnotherThreadStopsTheBlockPromptly) {
   }
 }
 
-// A cancel already raised: nothing runs; a cleared flag: the generator runs again, complete.
+// A cancel already raised: nothing runs; a cleared flag: the generator runs again, complete, with
+// the frozen reference engine's tokens (tests/reference/generator.h).
 TEST(OffloadCancelTest, RaisedBeforehandRunsNothingAndClearedRunsAgain) {
   Fixture f = Load(3);
   ASSERT_FALSE(f.block.empty());
@@ -319,9 +320,9 @@ TEST(OffloadCancelTest, RaisedBeforehandRunsNothingAndClearedRunsAgain) {
   cancel = false;
   got = offload.TryGenerate(f.block);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
-  Transformer transformer(*f.source, *backend);
+  reference::Transformer transformer(*f.source);
   const std::vector<GenerationResult> want =
-      Generator(transformer, *f.tokenizer, {}).Generate(f.block);
+      reference::Generator(transformer, *f.tokenizer, {}).Generate(f.block);
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ((*got)[i].reason, StopReason::kLength);
     EXPECT_EQ((*got)[i].tokens, want[i].tokens);

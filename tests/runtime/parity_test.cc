@@ -1,7 +1,8 @@
 // Parity with Hugging Face transformers: small random-weight OPT, Llama, Qwen2, Qwen3 and Phi-3
-// models built by scripts/make_fixtures.py, their logits and greedy tokens recorded there. strata
-// must reproduce the logits to 1e-4 relative error and the greedy tokens exactly, with the prompts
-// batched together (left padding) as `strata run` batches them. The Qwen and Phi-3 fixtures are
+// models built by scripts/make_fixtures.py, their logits and greedy tokens recorded there. The
+// engine (OffloadGenerator, everything in device memory) must reproduce the logits of every prompt
+// position to 1e-4 relative error and the greedy tokens exactly, with the prompts batched together
+// (left padding) as `strata run` batches them, and each prompt alone. The Qwen and Phi-3 fixtures are
 // also read as the GGUF files llama.cpp's conventions make of them
 // (tests/data/gguf/hf_to_gguf.py), tokenizer included.
 #include <gtest/gtest.h>
@@ -15,8 +16,9 @@
 #include "src/backend/backend.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/model/model.h"
-#include "src/runtime/generator.h"
+#include "policy/plan.h"
 #include "src/runtime/model_tokenizer.h"
+#include "src/runtime/offload_generator.h"
 
 namespace strata {
 namespace {
@@ -45,24 +47,37 @@ TEST_P(ParityTest, LogitsAndGreedyTokensMatchTransformers) {
   auto tokenizer = LoadTokenizerForModel(**model);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   auto backend = MakeCpuBackend();
-  Transformer transformer(**model, *backend);
-  Generator generator(transformer, **tokenizer, {});
+  const size_t prompts = expected["prompts"].size();
+  OffloadOptions options;
+  options.plan = *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, static_cast<int>(prompts), 1);
+  OffloadGenerator generator(**model, *backend, **tokenizer, {}, options);
   const int vocab = (*model)->config().vocab_size;
 
   std::vector<GenerationRequest> block;
-  for (size_t p = 0; p < expected["prompts"].size(); ++p) {
+  for (size_t p = 0; p < prompts; ++p) {
     const std::string prompt = expected["prompts"][p];
     const std::vector<int32_t> ids = expected["input_ids"][p];
     EXPECT_EQ((*tokenizer)->Encode(prompt, (*tokenizer)->add_bos_by_default()), ids)
         << "prompt " << p;
-
-    const std::vector<float> logits = generator.PromptLogits(ids);
-    const auto& want = expected["logits"][p];
-    ASSERT_EQ(want.size(), ids.size());
+    GenerationRequest r;
+    r.prompt = ids;
+    r.max_new_tokens = static_cast<int>(expected["greedy"][p].size());
+    r.sampling.temperature = 0.0f;
+    r.ignore_eos = true;
+    r.prompt_logits = true;
+    block.push_back(r);
+  }
+  const std::vector<GenerationResult> batched = generator.Generate(block);
+  for (size_t p = 0; p < prompts; ++p) {
+    const std::vector<int32_t>& ids = block[p].prompt;
+    const std::vector<float>& logits = batched[p].prompt_logits;
+    ASSERT_EQ(logits.size(), ids.size() * vocab) << "prompt " << p;
+    const auto& want_logits = expected["logits"][p];
+    ASSERT_EQ(want_logits.size(), ids.size());
     for (size_t t = 0; t < ids.size(); ++t) {
       double diff = 0, norm = 0, max_ref = 0, max_err = 0;
       for (int v = 0; v < vocab; ++v) {
-        const double ref = want[t][v].get<double>();
+        const double ref = want_logits[t][v].get<double>();
         const double got = logits[t * vocab + v];
         diff += (got - ref) * (got - ref);
         norm += ref * ref;
@@ -72,15 +87,6 @@ TEST_P(ParityTest, LogitsAndGreedyTokensMatchTransformers) {
       EXPECT_LE(std::sqrt(diff / norm), 1e-4) << "prompt " << p << " position " << t;
       EXPECT_LE(max_err, 1e-4 * max_ref) << "prompt " << p << " position " << t;
     }
-    GenerationRequest r;
-    r.prompt = ids;
-    r.max_new_tokens = static_cast<int>(expected["greedy"][p].size());
-    r.sampling.temperature = 0.0f;
-    r.ignore_eos = true;
-    block.push_back(r);
-  }
-  const std::vector<GenerationResult> batched = generator.Generate(block);
-  for (size_t p = 0; p < block.size(); ++p) {
     const std::vector<int32_t> want = expected["greedy"][p];
     EXPECT_EQ(batched[p].tokens, want) << "prompt " << p << " in a block of " << block.size();
     EXPECT_EQ(generator.Generate({block[p]})[0].tokens, want) << "prompt " << p << " alone";

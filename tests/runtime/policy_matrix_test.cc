@@ -1,12 +1,13 @@
 // Placement never changes the math (docs/DESIGN.md, rule 3): greedy tokens of the offloading
-// engine equal Generator's — which parity_test.cc and default_model_test.cc hold to Hugging Face
-// transformers — for every policy: all on the GPU, all on the CPU, all on disk, mixed splits of
+// engine equal those of the frozen reference engine (tests/reference/generator.h, which calls
+// kernels/cpu directly, never a Backend op, and whose tokens are held here to Hugging Face
+// transformers') for every policy: all on the GPU, all on the CPU, all on disk, mixed splits of
 // weights, cache and activations, many gpu batch size x micro-batch shapes, CPU attention on and
 // off, with lanes jittered so that they interleave differently on every run. Also holds each
 // run's peak bytes per tier to the plan's figures (rule 2). With the 4-bit KV cache
-// (compress_cache) the reference is Generator on the same 4-bit cache (KvCache, Transformer's
+// (compress_cache) the reference runs on the same 4-bit cache (its KvCache and its Transformer's
 // compressed path, with the plan's key transform), and the same policies must give its tokens
-// exactly. With 4-bit weights (compress_weight) the reference is Generator on the same
+// exactly. With 4-bit weights (compress_weight) the reference runs on the same
 // quantized-then-expanded weights (Q4Weights::RoundTripped()).
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -26,13 +27,13 @@
 #include "src/model/model.h"
 #include "src/model/store_writer.h"
 #include "src/model/synthetic_model.h"
-#include "src/runtime/generator.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/offload_generator.h"
 #include "src/runtime/q4_weights.h"
 #include "src/tokenizer/silent_tokenizer.h"
 #include "tests/io/forwarding_env.h"
 #include "tests/model/model_files.h"
+#include "tests/reference/generator.h"
 
 namespace strata {
 namespace {
@@ -60,7 +61,7 @@ const Policy kPolicies[] = {
     {"one_micro_batch", {10, 10, 10, 10, 10, 10}, 5, 1, false},
 };
 
-// What the plan compresses; Generator's reference runs with the same.
+// What the plan compresses; the reference runs with the same.
 struct Compression {
   bool cache = false;
   CacheKeys keys = Plan{}.cache_keys;  // with `cache`
@@ -69,8 +70,8 @@ struct Compression {
   bool weight = false;  // the reference's weights are Q4Weights::RoundTripped()
 };
 
-KvCacheOptions CacheOptionsOf(Compression c) {
-  KvCacheOptions o;
+reference::KvCacheOptions CacheOptionsOf(Compression c) {
+  reference::KvCacheOptions o;
   o.compress = c.cache;
   o.rotate_keys = c.cache && (c.keys == CacheKeys::kRotated || c.keys == CacheKeys::kSmoothed);
   o.smooth_keys = c.cache && c.keys == CacheKeys::kSmoothed;
@@ -93,16 +94,16 @@ std::vector<GenerationRequest> Requests(const nlohmann::json& expected, int max_
   return block;
 }
 
-// Generator's results for `block` with `compression` (its weights Q4Weights::RoundTripped() when
-// they are 4-bit): the reference that every policy must reproduce.
-std::vector<GenerationResult> GeneratorResults(const Model& model, const Tokenizer& tokenizer,
+// The reference engine's results for `block` with `compression` (its weights
+// Q4Weights::RoundTripped() when they are 4-bit): what every policy must reproduce.
+std::vector<GenerationResult> ReferenceResults(const Model& model, const Tokenizer& tokenizer,
                                                const std::vector<GenerationRequest>& block,
                                                Compression compression = {}) {
-  auto backend = MakeCpuBackend();
   std::unique_ptr<Q4Weights> q4;
   if (compression.weight) q4 = std::make_unique<Q4Weights>(model);
-  Transformer transformer(model, *backend, q4 ? &q4->RoundTripped() : nullptr);
-  Generator generator(transformer, tokenizer, EndOfGenerationIds(tokenizer, model.config()));
+  reference::Transformer transformer(model, q4 ? &q4->RoundTripped() : nullptr);
+  reference::Generator generator(transformer, tokenizer,
+                                 EndOfGenerationIds(tokenizer, model.config()));
   generator.set_cache_options(CacheOptionsOf(compression));
   return generator.Generate(block);
 }
@@ -114,7 +115,7 @@ std::vector<std::vector<int32_t>> TokensOf(const std::vector<GenerationResult>& 
   return tokens;
 }
 
-// Runs `block` under every policy, compares the tokens with Generator's and returns each run's
+// Runs `block` under every policy, compares the tokens with the reference's and returns each run's
 // metrics. `jitter_us` shakes the lanes.
 std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& tokenizer,
                                            const std::vector<GenerationRequest>& block,
@@ -123,7 +124,8 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend();
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
-  const std::vector<GenerationResult> want = GeneratorResults(model, tokenizer, block, compression);
+  const std::vector<GenerationResult> want =
+      ReferenceResults(model, tokenizer, block, compression);
   for (const Policy& policy : policies) {
     SCOPED_TRACE(policy.name);
     OffloadOptions o;
@@ -186,12 +188,12 @@ class FixturePolicyTest : public ::testing::TestWithParam<std::string> {
   nlohmann::json expected_;
 };
 
-TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
+TEST_P(FixturePolicyTest, TokensMatchTheReferenceUnderEveryPolicy) {
   const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
-  // Generator itself reproduces transformers' greedy tokens (parity_test.cc); check it here too,
-  // so that "equal to Generator" means "right".
-  const std::vector<GenerationResult> ref = GeneratorResults(*model_, *tokenizer_, block);
+  // The reference itself reproduces transformers' greedy tokens; check it here, so that "equal
+  // to the reference" means "right".
+  const std::vector<GenerationResult> ref = ReferenceResults(*model_, *tokenizer_, block);
   for (size_t p = 0; p < block.size(); ++p) {
     EXPECT_EQ(ref[p].tokens, expected_["greedy"][p].get<std::vector<int32_t>>());
   }
@@ -206,10 +208,10 @@ TEST_P(FixturePolicyTest, TokensMatchGeneratorUnderEveryPolicy) {
 // when its last token is written, from the step's keys and the exact window) under every policy,
 // with sequences long enough to complete groups; plain (FlexGen's groups), rotated and smoothed
 // (fitted at the prefill, resident where the layers compute, queries scaled on the CPU too)
-// under a few, without exact tokens. Generator on the same 4-bit cache is the reference; the
-// references differ from each other and from the fp32 run, which shows the cache really is 4-bit
-// and each key format really applied.
-TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
+// under a few, without exact tokens. The reference on the same 4-bit cache is what they match;
+// the references differ from each other and from the fp32 run, which shows the cache really is
+// 4-bit and each key format really applied.
+TEST_P(FixturePolicyTest, CompressedCacheTokensMatchTheReferenceUnderEveryPolicy) {
   const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   std::vector<std::vector<std::vector<int32_t>>> references;
@@ -219,7 +221,7 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
     // Kept short: every tier, CPU attention over CPU and disk rows.
     CheckPolicies(*model_, *tokenizer_, block,
                   {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, c);
-    references.push_back(TokensOf(GeneratorResults(*model_, *tokenizer_, block, c)));
+    references.push_back(TokensOf(ReferenceResults(*model_, *tokenizer_, block, c)));
   }
   // The plain reference is 4-bit: its tokens are not the fp32 cache's (transformers' greedy).
   size_t differ = 0;
@@ -238,18 +240,18 @@ TEST_P(FixturePolicyTest, CompressedCacheTokensMatchGeneratorUnderEveryPolicy) {
   CheckPolicies(*model_, *tokenizer_, long_block,
                 std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0, channel);
   CheckPolicies(*model_, *tokenizer_, long_block, {kPolicies[6], kPolicies[10]}, 200, channel);
-  EXPECT_NE(TokensOf(GeneratorResults(*model_, *tokenizer_, long_block, channel)),
-            TokensOf(GeneratorResults(*model_, *tokenizer_, long_block)))
+  EXPECT_NE(TokensOf(ReferenceResults(*model_, *tokenizer_, long_block, channel)),
+            TokensOf(ReferenceResults(*model_, *tokenizer_, long_block)))
       << "keys by channel changed no token";
 }
 
 // Exact tokens of the 4-bit cache (plan cache_sink and cache_window) under every policy: each
 // sequence's first token and a ring of its 4 latest ones are kept in fp32 next to the smoothing,
 // written by the prefill and each decode step and read by decode attention (on the CPU for
-// delegated rows too). Generator on the same option is the reference; its tokens differ from
-// those with only the first token exact, which shows the window's rows really are read, and a
-// window as long as the sequences gives transformers' fp32 tokens.
-TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEveryPolicy) {
+// delegated rows too). The reference on the same option is what they match; its tokens differ
+// from those with only the first token exact, which shows the window's rows really are read, and
+// a window as long as the sequences gives transformers' fp32 tokens.
+TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchTheReferenceUnderEveryPolicy) {
   const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   std::vector<std::vector<std::vector<int32_t>>> references;
@@ -264,13 +266,13 @@ TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEver
       CheckPolicies(*model_, *tokenizer_, block, {kPolicies[0], kPolicies[6], kPolicies[10]}, 0,
                     {.cache = true, .keys = CacheKeys::kSmoothed, .sink = 1, .window = window});
     }
-    references.push_back(TokensOf(GeneratorResults(*model_, *tokenizer_, block, c)));
+    references.push_back(TokensOf(ReferenceResults(*model_, *tokenizer_, block, c)));
   }
   EXPECT_NE(references[0], references[1]) << "the exact window changed no token";
   // A window as long as the sequences keeps every token exact: transformers' fp32 greedy tokens.
   size_t longest = 0;
   for (const GenerationRequest& r : block) longest = std::max(longest, r.prompt.size());
-  const std::vector<GenerationResult> all_exact = GeneratorResults(
+  const std::vector<GenerationResult> all_exact = ReferenceResults(
       *model_, *tokenizer_, block,
       {.cache = true, .keys = CacheKeys::kSmoothed, .window = static_cast<int>(longest) + 16});
   for (size_t p = 0; p < block.size(); ++p) {
@@ -280,11 +282,11 @@ TEST_P(FixturePolicyTest, ExactTokensOfTheCompressedCacheMatchGeneratorUnderEver
 
 // 4-bit weights (plan.compress_weight) under every policy, with the fp32 and the 4-bit cache:
 // each tier's home holds its rows' codes and params, a weight slot is assembled from them as
-// for raw weights, and compute expands each layer once per token step. The reference is
-// Generator on the same quantize-then-expand weights (Q4Weights::RoundTripped()); it differs
-// from the fp32 weights' tokens, which shows the weights really are 4-bit. llama-gqa's
-// down_proj (160 input columns, not whole groups of 64) stays raw beside 4-bit tensors.
-TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) {
+// for raw weights, and compute expands each layer once per token step. The reference runs on
+// the same quantize-then-expand weights (Q4Weights::RoundTripped()); its tokens differ from the
+// fp32 weights' tokens, which shows the weights really are 4-bit. llama-gqa's down_proj (160
+// input columns, not whole groups of 64) stays raw beside 4-bit tensors.
+TEST_P(FixturePolicyTest, CompressedWeightTokensMatchTheReferenceUnderEveryPolicy) {
   const std::vector<GenerationRequest> block = Block(16);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
@@ -295,7 +297,7 @@ TEST_P(FixturePolicyTest, CompressedWeightTokensMatchGeneratorUnderEveryPolicy) 
     CheckPolicies(*model_, *tokenizer_, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200, c);
   }
   const std::vector<GenerationResult> ref =
-      GeneratorResults(*model_, *tokenizer_, block, {.weight = true});
+      ReferenceResults(*model_, *tokenizer_, block, {.weight = true});
   size_t differ = 0;
   for (size_t p = 0; p < block.size(); ++p) {
     differ += ref[p].tokens != expected_["greedy"][p].get<std::vector<int32_t>>();
@@ -427,8 +429,8 @@ TEST(OffloadErrorTest, PlanOverTheHostMemoryIsRefusedBeforeAnythingIsAllocated) 
 
 // Weights made on demand (`strata bench`'s synthetic presets) run on the offloading engine, which
 // makes them straight into their homes and never reads their placeholder views, and give the
-// tokens Generator gives on the same model made in memory, under policies over every tier, with
-// raw and 4-bit weights (quantized one matrix at a time as they are made).
+// tokens the reference gives on the same model made in memory, under policies over every tier,
+// with raw and 4-bit weights (quantized one matrix at a time as they are made).
 TEST(SyntheticWeightsTest, MadeOnDemandTheyGiveTheTokensOfTheInMemoryModel) {
   ModelConfig c;
   c.vocab_size = 256;
@@ -456,7 +458,7 @@ TEST(SyntheticWeightsTest, MadeOnDemandTheyGiveTheTokensOfTheInMemoryModel) {
   for (bool weight : {false, true}) {
     SCOPED_TRACE(weight ? "4-bit weights" : "raw weights");
     const std::vector<GenerationResult> want =
-        GeneratorResults(**held, tokenizer, block, {.weight = weight});
+        ReferenceResults(**held, tokenizer, block, {.weight = weight});
     for (const Policy& policy : {kPolicies[0], kPolicies[2], kPolicies[6]}) {
       SCOPED_TRACE(policy.name);
       OffloadOptions o;
@@ -480,7 +482,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, FixturePolicyTest,
 // the 4-bit cache (channel keys, the default; plain keys under one policy), and with 4-bit
 // weights (fp32 and 4-bit cache); then 72 tokens under one policy, so that the default cache
 // quantizes whole groups of channel keys.
-TEST(DefaultModelPolicyTest, TokensMatchGenerator) {
+TEST(DefaultModelPolicyTest, TokensMatchTheReference) {
   const std::string path = testing_files::DefaultModelPath().string();
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "default model not in the cache";
   auto model = LoadModel(path);
@@ -553,8 +555,9 @@ uint64_t ScratchBytes(const Model& model, const Tokenizer& tokenizer, const Plan
 
 // A model loaded from a strata store (`strata convert`, raw tensors) reads its disk weights in
 // place from tensors.bin: the scratch file is smaller by exactly the plan's disk weights (and
-// not created at all when only weights live on disk), and the tokens are Generator's — on the
-// store model and on the source it was converted from — under every plan, the all-GPU one too.
+// not created at all when only weights live on disk), and the tokens are the reference's — on
+// the store model and on the source it was converted from — under every plan, the all-GPU one
+// too.
 TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
   for (const char* name : {"opt", "llama-gqa"}) {
     SCOPED_TRACE(name);
@@ -570,19 +573,18 @@ TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
     ASSERT_TRUE(WriteStore(*source, dir).ok());
     auto stored = LoadModel(dir);
     ASSERT_TRUE(stored.ok()) << stored.status().ToString();
-    auto backend = MakeCpuBackend();
     const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer, source->config());
-    Transformer source_transformer(*source, *backend);
+    reference::Transformer source_transformer(*source);
     const std::vector<GenerationResult> want =
-        Generator(source_transformer, *tokenizer, eog).Generate(block);
+        reference::Generator(source_transformer, *tokenizer, eog).Generate(block);
     for (size_t p = 0; p < block.size(); ++p) {
       std::vector<int32_t> greedy = expected["greedy"][p].get<std::vector<int32_t>>();
       greedy.resize(std::min(greedy.size(), want[p].tokens.size()));
       EXPECT_EQ(want[p].tokens, greedy);
     }
-    Transformer store_transformer(**stored, *backend);
+    reference::Transformer store_transformer(**stored);
     const std::vector<GenerationResult> want_store =
-        Generator(store_transformer, *tokenizer, eog).Generate(block);
+        reference::Generator(store_transformer, *tokenizer, eog).Generate(block);
     for (size_t p = 0; p < block.size(); ++p) EXPECT_EQ(want_store[p].tokens, want[p].tokens);
 
     const Policy policies[] = {{"all_gpu", {100, 0, 100, 0, 100, 0}, 2, 3, false},
@@ -617,8 +619,8 @@ TEST(StoreWeightsTest, DiskWeightsAreReadFromTheStoreNotCopied) {
 }
 
 // A store written with 4-bit weights (`strata convert --compress-weight`) keeps them as stored
-// (Model::has_q4_weights): Generator, which expands them on first use, gives the tokens of the
-// source model quantized in memory; plans with compress_weight run them, reading disk rows in
+// (Model::has_q4_weights): the reference, which expands them as it uses them, gives the tokens of
+// the source model quantized in memory; plans with compress_weight run them, reading disk rows in
 // place; a plan without it, and the accounting of one, is refused with a message that says to
 // add --compress-weight.
 TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
@@ -638,8 +640,8 @@ TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
   ASSERT_TRUE((*stored)->has_q4_weights());
 
   const std::vector<GenerationResult> want =
-      GeneratorResults(*source, *tokenizer, block, {.weight = true});
-  EXPECT_EQ(TokensOf(GeneratorResults(**stored, *tokenizer, block)), TokensOf(want));
+      ReferenceResults(*source, *tokenizer, block, {.weight = true});
+  EXPECT_EQ(TokensOf(ReferenceResults(**stored, *tokenizer, block)), TokensOf(want));
   CheckPolicies(**stored, *tokenizer, block, {kPolicies[0], kPolicies[5], kPolicies[6]}, 0,
                 {.weight = true});
   // Disk rows, codes and params, are read in place from tensors.bin: the scratch file is

@@ -1,17 +1,18 @@
-// Key smoothing of the 4-bit KV cache (src/runtime/kv_cache.h, kernels/cpu/kv_q4_smooth.h) is
-// exact: decode attention on the smoothed (and rotated) cache equals fp64 attention of the
-// original queries over the keys and values the cache reads back un-smoothed, so the transform
-// itself adds no error beyond the 4-bit rounding. Also: padding rows do not enter the fit.
+// Key smoothing of the reference 4-bit KV cache (tests/reference/kv_cache.h,
+// kernels/cpu/kv_q4_smooth.h) is exact: decode attention on the smoothed (and rotated) cache
+// equals fp64 attention of the original queries over the keys and values the cache reads back
+// un-smoothed, so the transform itself adds no error beyond the 4-bit rounding. Also: padding
+// rows do not enter the fit.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include "src/runtime/kv_cache.h"
+#include "tests/reference/kv_cache.h"
 #include "tests/kernels/q4_reference.h"
 
-namespace strata {
+namespace strata::reference {
 namespace {
 
 namespace kc = kernels::cpu;
@@ -109,4 +110,4 @@ TEST(KvCacheSmoothing, NeedsTheCompressedCache) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::reference

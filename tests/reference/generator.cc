@@ -1,4 +1,5 @@
-#include "src/runtime/generator.h"
+// Frozen reference for tests (see generator.h).
+#include "tests/reference/generator.h"
 
 #include <algorithm>
 #include <memory>
@@ -6,7 +7,8 @@
 #include "src/core/check.h"
 #include "src/runtime/executor_sequences.h"
 
-namespace strata {
+namespace strata::reference {
+
 Generator::Generator(Transformer& transformer, const Tokenizer& tokenizer,
                      std::vector<int32_t> eog_ids)
     : transformer_(transformer), tokenizer_(tokenizer), eog_ids_(std::move(eog_ids)) {}
@@ -109,4 +111,4 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
   return sequences.TakeResults();
 }
 
-}  // namespace strata
+}  // namespace strata::reference

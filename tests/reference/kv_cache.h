@@ -1,3 +1,8 @@
+// Frozen reference for tests: the key/value cache of the reference Generator (generator.h), a
+// copy of the engine's former KvCache (once src/runtime/kv_cache.h), kept so that the engine's
+// fp32 and 4-bit caches are held to an implementation outside src/. It calls kernels/cpu
+// directly on purpose and does not change with the engine.
+//
 // KvCache: the key/value cache of one block of sequences, for every layer, in fp32 or in the
 // 4-bit format of kernels/kv_q4_format.h. Layout per layer: [batch, num_kv_heads, max_len,
 // head_dim] for keys and again for values (for 4 bits: the codes and params planes of that
@@ -10,7 +15,7 @@
 #include "kernels/cpu/attention_q4.h"
 #include "src/core/status.h"
 
-namespace strata {
+namespace strata::reference {
 
 // How the cache stores keys and values.
 struct KvCacheOptions {
@@ -111,4 +116,4 @@ class KvCache {
   std::vector<float> smoothed_k_, scaled_q_;  // scratch
 };
 
-}  // namespace strata
+}  // namespace strata::reference

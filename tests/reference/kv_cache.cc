@@ -1,4 +1,5 @@
-#include "src/runtime/kv_cache.h"
+// Frozen reference for tests (see kv_cache.h): kernels/cpu called directly, on purpose.
+#include "tests/reference/kv_cache.h"
 
 #include <algorithm>
 #include <cstring>
@@ -12,7 +13,7 @@
 #include "kernels/kv_q4_format.h"
 #include "src/core/check.h"
 
-namespace strata {
+namespace strata::reference {
 
 namespace k = kernels::cpu;
 
@@ -295,4 +296,4 @@ void KvCache::ChannelKey(int layer, long head, int slot, int slots, const int* s
   }
 }
 
-}  // namespace strata
+}  // namespace strata::reference

@@ -1,8 +1,8 @@
-// Exact tokens of the 4-bit KV cache (KvCacheOptions' exact_sink and exact_window): decode
-// attention equals fp64 attention over a cache whose sink and window tokens are the fp32 keys and
-// values written and whose other tokens are what the 4-bit planes read back (ExpandSlots), with
-// plain, rotated, smoothed and channel keys, a left-padded sequence and the window wrapping around
-// its ring many times.
+// Exact tokens of the reference 4-bit KV cache (tests/reference/kv_cache.h, KvCacheOptions'
+// exact_sink and exact_window): decode attention equals fp64 attention over a cache whose sink
+// and window tokens are the fp32 keys and values written and whose other tokens are what the
+// 4-bit planes read back (ExpandSlots), with plain, rotated, smoothed and channel keys, a
+// left-padded sequence and the window wrapping around its ring many times.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,10 +10,10 @@
 #include <vector>
 
 #include "kernels/kv_q4_format.h"
-#include "src/runtime/kv_cache.h"
+#include "tests/reference/kv_cache.h"
 #include "tests/kernels/q4_reference.h"
 
-namespace strata {
+namespace strata::reference {
 namespace {
 
 namespace kc = kernels::cpu;
@@ -146,4 +146,4 @@ TEST(KvCacheExact, NeedsTheCompressedCacheAndCounts) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::reference

@@ -1,3 +1,10 @@
+// Frozen reference for tests: a copy of the engine's former generation loop (Generator, once
+// src/runtime/generator.h), kept as what the engine (OffloadGenerator) is held to. Its greedy
+// tokens equal Hugging Face transformers' on the fixtures of tests/data/fixtures, and the engine
+// must give them exactly under every placement (tests/runtime/policy_matrix_test.cc checks both).
+// It runs on the reference Transformer and KvCache of this folder, which call kernels/cpu
+// directly on purpose, never a Backend op; it does not change with the engine.
+//
 // Generator: runs one block of sequences through prefill and decode on a Transformer. Prompts
 // of different lengths are left-padded to the longest; padding never changes a sequence's result
 // (masked keys, positions counted from each sequence's first real token).
@@ -8,10 +15,11 @@
 #include <vector>
 
 #include "src/runtime/generation.h"
-#include "src/runtime/transformer.h"
 #include "src/tokenizer/tokenizer.h"
+#include "tests/reference/kv_cache.h"
+#include "tests/reference/transformer.h"
 
-namespace strata {
+namespace strata::reference {
 
 class Generator {
  public:
@@ -27,8 +35,8 @@ class Generator {
   void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
 
   // How Generate and PromptLogits keep the KV cache (default fp32; e.g. the 4-bit cache that
-  // the offloading engine's compress_cache plans use). REQUIRES: KvCache::Supports(options,
-  // head_dim) for the model.
+  // the engine's compress_cache plans use). REQUIRES: KvCache::Supports(options, head_dim) for
+  // the model.
   void set_cache_options(const KvCacheOptions& options) { cache_options_ = options; }
 
   // Logits [tokens, vocab] of every position of one prompt, from a single prefill.
@@ -46,4 +54,4 @@ class Generator {
   KvCacheOptions cache_options_;
 };
 
-}  // namespace strata
+}  // namespace strata::reference
