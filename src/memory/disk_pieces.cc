@@ -69,20 +69,40 @@ struct Chunk {
   uint8_t* buffer;
 };
 
-// After a read: each piece's bytes from the chunk.
-void CopyOut(const Chunk& c) {
+// After a read: each piece's bytes from the chunk, a device piece's given to `stream`. True when
+// any was.
+bool CopyOut(const Chunk& c, Stream* stream) {
+  bool device = false;
   for (const DiskPiece& p : c.run->pieces) {
     const Overlap o = OverlapOf(p, c.offset, c.length);
-    if (o.bytes > 0) std::memcpy(p.memory + o.in_piece, c.buffer + o.in_chunk, o.bytes);
+    if (o.bytes == 0) continue;
+    if (p.memory != nullptr) {
+      std::memcpy(p.memory + o.in_piece, c.buffer + o.in_chunk, o.bytes);
+    } else {
+      STRATA_CHECK(stream != nullptr);
+      stream->CopyToDevice(p.device.Sub(o.in_piece, o.bytes), {c.buffer + o.in_chunk, o.bytes});
+      device = true;
+    }
   }
+  return device;
 }
 
-// Before a write: each piece's bytes into the chunk.
-void CopyIn(const Chunk& c) {
+// Before a write: each piece's bytes into the chunk, a device piece's given to `stream`. True when
+// any was.
+bool CopyIn(const Chunk& c, Stream* stream) {
+  bool device = false;
   for (const DiskPiece& p : c.run->pieces) {
     const Overlap o = OverlapOf(p, c.offset, c.length);
-    if (o.bytes > 0) std::memcpy(c.buffer + o.in_chunk, p.memory + o.in_piece, o.bytes);
+    if (o.bytes == 0) continue;
+    if (p.memory != nullptr) {
+      std::memcpy(c.buffer + o.in_chunk, p.memory + o.in_piece, o.bytes);
+    } else {
+      STRATA_CHECK(stream != nullptr);
+      stream->CopyToHost({c.buffer + o.in_chunk, o.bytes}, p.device.Sub(o.in_piece, o.bytes));
+      device = true;
+    }
   }
+  return device;
 }
 
 // The bytes of one ring slot for `total` file bytes: the whole ring when it is a single page or
@@ -95,9 +115,10 @@ uint64_t SlotBytes(uint64_t ring_bytes, uint64_t total) {
 
 // Moves the runs' file bytes between the file and `ring` in submissions of one ring slot each,
 // the next slot's submission in flight while one slot is copied (CopyIn before a write, CopyOut
-// after a read).
+// after a read). A slot whose device copies may be in flight waits for them (its event) before
+// it is used again, and before this returns.
 Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& runs,
-                std::span<uint8_t> ring) {
+                std::span<uint8_t> ring, const DeviceCopies& device) {
   STRATA_CHECK(!ring.empty() && ring.size() % kPage == 0);
   uint64_t total = 0;
   for (const Run& run : runs) total += run.end - run.begin;
@@ -105,25 +126,44 @@ Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& r
   struct Slot {
     std::vector<Chunk> chunks;
     IoEvent event;
+    Event* copies = nullptr;  // its device copies' event while they may be in flight
   };
   std::array<Slot, 2> slots;
   const int num_slots = ring.size() >= 2 * slot_bytes ? 2 : 1;
   Status status;
   // Awaits the slot's submission (copying its chunks out after a read) and empties it; the first
   // error is kept, and later slots are still awaited.
+  const auto record = [&](Slot& s) {
+    Event* done = device.slot_done[&s - slots.data()];
+    STRATA_CHECK(done != nullptr);
+    device.stream->Record(*done);
+    s.copies = done;
+  };
+  const auto await_copies = [](Slot& s) {
+    if (s.copies != nullptr) s.copies->HostWait();
+    s.copies = nullptr;
+  };
   const auto drain = [&](Slot& s) {
     const Status done = s.event.Wait();
     if (status.ok()) status = done;
     if (status.ok() && op == IoOp::kRead) {
-      for (const Chunk& c : s.chunks) CopyOut(c);
+      bool copied = false;
+      for (const Chunk& c : s.chunks) copied |= CopyOut(c, device.stream);
+      if (copied) record(s);
     }
     s.chunks.clear();
   };
   const auto submit = [&](Slot& s) {
+    await_copies(s);  // a read's copies out of the slot
     std::vector<IoRequest> requests;
+    bool copied = false;
     for (const Chunk& c : s.chunks) {
-      if (op == IoOp::kWrite) CopyIn(c);
+      if (op == IoOp::kWrite) copied |= CopyIn(c, device.stream);
       requests.push_back({op, file, c.offset, static_cast<size_t>(c.length), c.buffer});
+    }
+    if (copied) {  // a write's copies into the slot complete before the write reads it
+      record(s);
+      await_copies(s);
     }
     env.Submit(requests, &s.event);
   };
@@ -146,19 +186,20 @@ Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& r
   if (status.ok() && !slots[current].chunks.empty()) submit(slots[current]);
   drain(slots[(current + 1) % num_slots]);
   drain(slots[current]);
+  for (Slot& s : slots) await_copies(s);
   return status;
 }
 
 }  // namespace
 
 Status ReadPieces(FileEnv& env, DiskFile* file, std::span<const DiskPiece> pieces,
-                  std::span<uint8_t> ring) {
-  return MoveRuns(env, file, IoOp::kRead, Runs(pieces, kReadGapBytes), ring);
+                  std::span<uint8_t> ring, const DeviceCopies& device) {
+  return MoveRuns(env, file, IoOp::kRead, Runs(pieces, kReadGapBytes), ring, device);
 }
 
 Status WritePieces(FileEnv& env, DiskFile* file, std::span<const DiskPiece> pieces,
-                   std::span<uint8_t> ring) {
-  return MoveRuns(env, file, IoOp::kWrite, Runs(pieces, 0), ring);
+                   std::span<uint8_t> ring, const DeviceCopies& device) {
+  return MoveRuns(env, file, IoOp::kWrite, Runs(pieces, 0), ring, device);
 }
 
 }  // namespace strata

@@ -1,5 +1,7 @@
 #include "src/memory/memory_tiers.h"
 
+#include <algorithm>
+
 #include "src/core/check.h"
 #include "src/io/io_event.h"
 
@@ -21,6 +23,7 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
         "device tier holds " + FormatBytes(static_cast<int64_t>(t->device_capacity_)) +
         "; lower the GPU percents or the batch, or allow more with --gpu-mem-gib");
   }
+  t->backend_ = &device;
   STRATA_ASSIGN_OR_RETURN(t->device_, device.AllocateDeviceArena(gpu));
   if (cpu > 0) {
     STRATA_ASSIGN_OR_RETURN(t->host_, AlignedBuffer::Allocate(cpu));
@@ -75,19 +78,44 @@ uint64_t MemoryTiers::capacity_bytes(Tier tier) const {
 
 std::string MemoryTiers::file_env_name() const { return env_ ? env_->name() : ""; }
 
-Status MemoryTiers::ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {
-  STRATA_CHECK(scratch_ != nullptr);
-  return ReadPieces(*env_, scratch_->file(), pieces, ring);
+struct MemoryTiers::Copies {
+  std::unique_ptr<Event> slot_done[2];
+  DeviceCopies copies;
+};
+
+MemoryTiers::Copies MemoryTiers::DeviceCopiesOn(Stream* stream,
+                                                std::span<const DiskPiece> pieces) const {
+  Copies c;
+  const bool device = std::any_of(pieces.begin(), pieces.end(),
+                                  [](const DiskPiece& p) { return p.memory == nullptr; });
+  if (stream == nullptr || !device) return c;
+  for (int i = 0; i < 2; ++i) {
+    c.slot_done[i] = backend_->MakeEvent();
+    c.copies.slot_done[i] = c.slot_done[i].get();
+  }
+  c.copies.stream = stream;
+  return c;
 }
 
-Status MemoryTiers::ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {
+Status MemoryTiers::ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                             Stream* stream) const {
+  STRATA_CHECK(scratch_ != nullptr);
+  const Copies c = DeviceCopiesOn(stream, pieces);
+  return ReadPieces(*env_, scratch_->file(), pieces, ring, c.copies);
+}
+
+Status MemoryTiers::ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                                Stream* stream) const {
   STRATA_CHECK(weight_file_ != nullptr);
-  return ReadPieces(*env_, weight_file_.get(), pieces, ring);
+  const Copies c = DeviceCopiesOn(stream, pieces);
+  return ReadPieces(*env_, weight_file_.get(), pieces, ring, c.copies);
 }
 
-Status MemoryTiers::WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const {
+Status MemoryTiers::WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                              Stream* stream) const {
   STRATA_CHECK(scratch_ != nullptr);
-  return WritePieces(*env_, scratch_->file(), pieces, ring);
+  const Copies c = DeviceCopiesOn(stream, pieces);
+  return WritePieces(*env_, scratch_->file(), pieces, ring, c.copies);
 }
 
 Status MemoryTiers::TransferExtent(IoOp op, const Extent& e, uint8_t* memory) const {

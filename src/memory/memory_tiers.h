@@ -63,20 +63,31 @@ class MemoryTiers {
   // "io_uring", "pread" or "" when nothing lives on disk.
   std::string file_env_name() const;
 
-  // Reads every piece from the scratch file through `ring` (ReadPieces, disk_pieces.h).
-  Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  // Reads every piece from the scratch file through `ring` (ReadPieces, disk_pieces.h). Pieces in
+  // the device tier (DiskPiece::device) are copied there on `stream`, a stream of the device's
+  // backend (the moving lane's); those copies have completed when this returns.
+  Status ReadDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                  Stream* stream = nullptr) const;
   // ReadDisk from the weight file instead. REQUIRES: Create() was given one.
-  Status ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  Status ReadWeights(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                     Stream* stream = nullptr) const;
   // Writes the pieces to the scratch file through `ring` (WritePieces, disk_pieces.h): whole
-  // 4 KiB pages, so callers write whole extents (or bytes they will not read again).
-  Status WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring) const;
+  // 4 KiB pages, so callers write whole extents (or bytes they will not read again). Device
+  // pieces as in ReadDisk.
+  Status WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
+                   Stream* stream = nullptr) const;
   // Reads or writes one 4 KiB-aligned extent straight from or to `memory` (4 KiB-aligned, at
   // least the extent rounded up to 4 KiB).
   Status TransferExtent(IoOp op, const Extent& e, uint8_t* memory) const;
 
  private:
   MemoryTiers() = default;
+  // The device copies of one transfer of `pieces` on `stream`, with events of the device's
+  // backend (none when no piece is in device memory).
+  struct Copies;
+  Copies DeviceCopiesOn(Stream* stream, std::span<const DiskPiece> pieces) const;
 
+  Backend* backend_ = nullptr;  // the device tier's
   std::unique_ptr<DeviceArena> device_;
   AlignedBuffer host_;
   std::unique_ptr<FileEnv> env_;

@@ -18,12 +18,52 @@ namespace {
 // File bytes made and written at a time while writing disk rows home.
 constexpr uint64_t kWindowBytes = uint64_t{32} << 20;
 
+// Makes bytes [offset, offset + n) of some rows into dst.
+using MakeBytes = std::function<void(uint64_t offset, uint64_t n, uint8_t* dst)>;
+
+// Uploads to the device arena through a host window of two halves on a stream of the device's
+// backend: each half is made, then copied, and made again only once its copy has completed (its
+// event), so making one half overlaps copying the other.
+class DeviceUploads {
+ public:
+  explicit DeviceUploads(Backend& device)
+      : stream_(device.MakeStream()), done_{device.MakeEvent(), device.MakeEvent()} {}
+  DeviceUploads(const DeviceUploads&) = delete;
+  DeviceUploads& operator=(const DeviceUploads&) = delete;
+  // The host memory stays valid until every copy given has completed.
+  ~DeviceUploads() { stream_->Synchronize(); }
+
+  Status Upload(DeviceSpan dst, const MakeBytes& make) {
+    if (window_.size() == 0) {
+      STRATA_ASSIGN_OR_RETURN(window_, AlignedBuffer::Allocate(kWindowBytes));
+    }
+    const uint64_t half = kWindowBytes / 2;
+    for (uint64_t at = 0; at < dst.bytes();) {
+      const uint64_t n = std::min(half, dst.bytes() - at);
+      done_[next_]->HostWait();
+      uint8_t* buf = window_.data() + next_ * half;
+      make(at, n, buf);
+      stream_->CopyToDevice(dst.Sub(at, n), {buf, n});
+      stream_->Record(*done_[next_]);
+      next_ ^= 1;
+      at += n;
+    }
+    return Status::Ok();
+  }
+
+ private:
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Event> done_[2];
+  AlignedBuffer window_;
+  int next_ = 0;
+};
+
 // One tensor's disk rows waiting to be written: file bytes [file_offset, file_offset + bytes) of
 // the scratch file, made by make(offset, n, dst) n bytes at a time.
 struct PendingRows {
   uint64_t file_offset = 0;
   uint64_t bytes = 0;
-  std::function<void(uint64_t offset, uint64_t n, uint8_t* dst)> make;
+  MakeBytes make;
 };
 
 // One line saying where the disk weights are read from, and why when they are copied; once per
@@ -102,7 +142,8 @@ Status WriteRows(std::vector<PendingRows>& pending, const MemoryTiers& tiers) {
 }  // namespace
 
 Status CopyWeightsHome(const Model& model, const WeightPlacement& weights,
-                       const MemoryTiers& tiers, const WeightQ4PlanesOf& q4) {
+                       const MemoryTiers& tiers, Backend& device, const WeightQ4PlanesOf& q4) {
+  DeviceUploads uploads(device);
   std::vector<PendingRows> disk;
   uint64_t copied_bytes = 0;
   for (const PlacedLayer& layer : weights.layers) {
@@ -114,7 +155,10 @@ Status CopyWeightsHome(const Model& model, const WeightPlacement& weights,
         STRATA_CHECK(q4 != nullptr);
         const Q4Planes planes = q4(t.source);
         if (t.gpu_rows > 0) {
-          Q4ChunkBytes(t, planes, 0, t.gpu_rows, 0, t.gpu_home.bytes, tiers.At(t.gpu_home));
+          STRATA_RETURN_IF_ERROR(uploads.Upload(
+              tiers.Device(t.gpu_home), [&t, planes](uint64_t offset, uint64_t n, uint8_t* dst) {
+                Q4ChunkBytes(t, planes, 0, t.gpu_rows, offset, n, dst);
+              }));
         }
         if (t.cpu_rows > 0) {
           Q4ChunkBytes(t, planes, t.gpu_rows, t.cpu_rows, 0, t.cpu_home.bytes,
@@ -129,7 +173,10 @@ Status CopyWeightsHome(const Model& model, const WeightPlacement& weights,
       } else {
         const auto row = [&t](int64_t r) { return static_cast<uint64_t>(r * t.row_bytes); };
         if (t.gpu_rows > 0) {
-          model.ReadTensorBytes(t.source, 0, t.gpu_home.bytes, tiers.At(t.gpu_home));
+          STRATA_RETURN_IF_ERROR(uploads.Upload(
+              tiers.Device(t.gpu_home), [&model, &t](uint64_t offset, uint64_t n, uint8_t* dst) {
+                model.ReadTensorBytes(t.source, offset, n, dst);
+              }));
         }
         if (t.cpu_rows > 0) {
           model.ReadTensorBytes(t.source, row(t.gpu_rows), t.cpu_home.bytes, tiers.At(t.cpu_home));

@@ -1,5 +1,6 @@
 // Copies a model's weights to the homes a WeightPlacement gave them, once, before a run: GPU rows
-// to the device arena, CPU rows to the pinned host arena, disk rows to the scratch file.
+// to the device arena (made in a host window and copied on a stream of the device's backend,
+// two halves in flight), CPU rows to the pinned host arena, disk rows to the scratch file.
 //
 // Disk rows that are a strata store's own bytes (PlacedTensor::disk_in_store) are not copied:
 // the load lane reads them from the store's tensors.bin (no second copy, unlike FlexGen), 4-bit
@@ -11,14 +12,15 @@
 // supplies (src/memory does not depend on kernels/): each tier's rows as codes then params.
 //
 // Dense rows are read through Model::ReadTensorBytes, so the weights of a model made on demand
-// (src/model/synthetic_model.h) are made straight into their GPU and CPU homes. Disk rows are made
-// (or copied) into a window of whole pages at a time and written from it, so setup holds no more
-// host memory than the homes and that window (32 MiB) whatever the model's size.
+// (src/model/synthetic_model.h) are made straight into their CPU homes. GPU and disk rows are made
+// (or copied) into a window (32 MiB; for the disk, of whole pages) and copied or written from it,
+// so setup holds no more host memory than the homes and two windows whatever the model's size.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 
+#include "src/backend/backend.h"
 #include "src/core/status.h"
 #include "src/memory/memory_tiers.h"
 #include "src/memory/weight_placement.h"
@@ -28,9 +30,10 @@ namespace strata {
 // The 4-bit planes of the tensor whose model data is `source`.
 using WeightQ4PlanesOf = std::function<Q4Planes(const TensorView& source)>;
 
-// REQUIRES: `weights` was placed from `model`, and `tiers` created from its layout; `q4` is set
-// when any tensor is 4-bit.
+// REQUIRES: `weights` was placed from `model`, and `tiers` created from its layout with `device`
+// as the device tier's backend; `q4` is set when any tensor is 4-bit.
 Status CopyWeightsHome(const Model& model, const WeightPlacement& weights,
-                       const MemoryTiers& tiers, const WeightQ4PlanesOf& q4 = nullptr);
+                       const MemoryTiers& tiers, Backend& device,
+                       const WeightQ4PlanesOf& q4 = nullptr);
 
 }  // namespace strata

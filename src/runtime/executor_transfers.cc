@@ -11,18 +11,21 @@ namespace {
 
 // The 4 KiB pages of a slice's disk extent (`d` rows of `len` slots in each of `f`'s planes, at
 // `offset` in the file) that hold slots [slot, slot + count) of rows [0, rows), as pieces whose
-// bytes are at at(plane, y) for offset y within that plane of the extent. Every byte of those
-// pages is covered, so writing them whole keeps the other slots they hold; a page that holds the
-// slots of several rows (short rows: the 4-bit params) is written once, and adjacent pages whose
-// bytes are adjacent in memory go in one piece.
-template <typename At>
+// bytes are at memory offset at(plane, y) for offset y within that plane of the extent, made by
+// piece(file_offset, memory_offset, bytes). Every byte of those pages is covered, so writing them
+// whole keeps the other slots they hold; a page that holds the slots of several rows (short rows:
+// the 4-bit params) is written once, and adjacent pages whose bytes are adjacent in memory go in
+// one piece.
+template <typename At, typename Piece>
 void DirtyPages(uint64_t offset, const KvFormat& f, uint64_t d, int len, uint64_t rows, int slot,
-                int count, At at, std::vector<DiskPiece>& out) {
+                int count, At at, Piece piece, std::vector<DiskPiece>& out) {
   const auto plane_begin = [&](int p) {
     return static_cast<uint64_t>(f.PlaneOffset(p, static_cast<int64_t>(d), len));
   };
   const uint64_t total = plane_begin(f.planes());
   uint64_t done = 0;  // the pages before this extent offset are in `out` already
+  uint64_t last_memory = 0;  // where the last piece made here begins in memory
+  const size_t first = out.size();
   for (int p = 0; p < f.planes(); ++p) {
     const uint64_t slot_bytes = static_cast<uint64_t>(f.plane_slot_bytes(p));
     for (uint64_t j = 0; j < rows; ++j) {
@@ -33,13 +36,14 @@ void DirtyPages(uint64_t offset, const KvFormat& f, uint64_t d, int len, uint64_
       while (a < b) {  // split where one plane ends and the next begins
         while (plane_begin(q + 1) <= a) ++q;
         const uint64_t end = std::min(b, plane_begin(q + 1));
-        uint8_t* memory = at(q, a - plane_begin(q));
-        DiskPiece* last = out.empty() ? nullptr : &out.back();
+        const uint64_t memory = at(q, a - plane_begin(q));
+        DiskPiece* last = out.size() == first ? nullptr : &out.back();
         if (last != nullptr && last->file_offset + last->bytes == offset + a &&
-            last->memory + last->bytes == memory) {
-          last->bytes += end - a;
+            last_memory + last->bytes == memory) {
+          *last = piece(last->file_offset, last_memory, last->bytes + end - a);
         } else {
-          out.push_back({offset + a, memory, end - a});
+          out.push_back(piece(offset + a, memory, end - a));
+          last_memory = memory;
         }
         a = end;
       }
@@ -105,14 +109,14 @@ class BlockTransfers::Copies {
   uint64_t bytes_[kNumLinks] = {};
 };
 
-Status BlockTransfers::Disk(bool read, std::span<const DiskPiece> pieces,
+Status BlockTransfers::Disk(bool read, std::span<const DiskPiece> pieces, Stream& stream,
                             LaneRecord& record) const {
   uint64_t bytes = 0;
   for (const DiskPiece& piece : pieces) bytes += piece.bytes;
   if (bytes == 0) return Status::Ok();
   const double t0 = record.NowUs();
-  STRATA_RETURN_IF_ERROR(read ? tiers_.ReadDisk(pieces, Ring(true))
-                              : tiers_.WriteDisk(pieces, Ring(false)));
+  STRATA_RETURN_IF_ERROR(read ? tiers_.ReadDisk(pieces, Ring(true), &stream)
+                              : tiers_.WriteDisk(pieces, Ring(false), &stream));
   record.AddTransfer(read ? Link::kDiskToCpu : Link::kCpuToDisk, t0, record.NowUs(), bytes);
   return Status::Ok();
 }
@@ -129,7 +133,6 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, Stream& stream
                                    LaneRecord& record) const {
   Copies copy(stream, record);
   const DeviceSpan slot_span = tiers_.Device(p_.weight_slots[slot]);
-  uint8_t* base = tiers_.At(p_.weight_slots[slot]);
   std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.layers[static_cast<size_t>(layer)].tensors) {
     if (t.slot_offset < 0 || t.part != part) continue;
@@ -141,24 +144,24 @@ Status BlockTransfers::LoadWeights(int layer, int part, int slot, Stream& stream
     if (t.cpu_rows > 0) {
       copy.ToDevice(slot_span.Sub(cpu_at, t.cpu_home.bytes), tiers_.At(t.cpu_home));
     }
-    uint8_t* dst = base + cpu_at + t.cpu_rows * t.row_bytes;
+    const uint64_t disk_at = cpu_at + static_cast<uint64_t>(t.cpu_rows * t.row_bytes);
     if (t.disk_rows > 0) {
-      (t.disk_in_store ? store : scratch).push_back({t.disk_home.offset, dst, t.disk_home.bytes});
+      (t.disk_in_store ? store : scratch)
+          .push_back({t.disk_home.offset, slot_span.Sub(disk_at, t.disk_home.bytes)});
     }
     if (t.disk_store_params.bytes > 0) {
-      store.push_back(
-          {t.disk_store_params.offset, dst + t.disk_home.bytes, t.disk_store_params.bytes});
+      store.push_back({t.disk_store_params.offset,
+                       slot_span.Sub(disk_at + t.disk_home.bytes, t.disk_store_params.bytes)});
     }
   }
-  STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));
-  return ReadStoreWeights(store, record);
+  STRATA_RETURN_IF_ERROR(Disk(true, scratch, stream, record));
+  return ReadStoreWeights(store, stream, record);
 }
 
 Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, Stream& stream,
                                        LaneRecord& record) const {
   Copies copy(stream, record);
   const DeviceSpan slot_span = tiers_.Device(p_.weight_slots[slot]);
-  uint8_t* base = tiers_.At(p_.weight_slots[slot]);
   std::vector<DiskPiece> scratch, store;
   for (const PlacedTensor& t : p_.weights.input().tensors) {
     if (t.slot_offset < 0) continue;
@@ -185,7 +188,6 @@ Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, Stream& 
           ++j;
         }
         const int64_t to_at = t.slot_offset + plane_begin(p, n) + i * plane_row[p];
-        uint8_t* to = base + to_at;
         const uint64_t bytes = static_cast<uint64_t>((j - i) * plane_row[p]);
         const DeviceSpan to_span = slot_span.Sub(static_cast<uint64_t>(to_at), bytes);
         // Where the run begins in its tier's chunk.
@@ -195,29 +197,29 @@ Status BlockTransfers::GatherInputRows(const InputRows& rows, int slot, Stream& 
         } else if (tier == 1) {
           copy.ToDevice(to_span, tiers_.At(t.cpu_home) + from);
         } else if (!t.disk_in_store) {
-          scratch.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to, bytes});
+          scratch.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to_span});
         } else if (p == 0) {
-          store.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to, bytes});
+          store.push_back({t.disk_home.offset + static_cast<uint64_t>(from), to_span});
         } else {  // a 4-bit store keeps the disk rows' params in their own extent
           store.push_back(
-              {t.disk_store_params.offset + static_cast<uint64_t>((r - first) * plane_row[1]), to,
-               bytes});
+              {t.disk_store_params.offset + static_cast<uint64_t>((r - first) * plane_row[1]),
+               to_span});
         }
         i = j;
       }
     }
   }
-  STRATA_RETURN_IF_ERROR(Disk(true, scratch, record));
-  return ReadStoreWeights(store, record);
+  STRATA_RETURN_IF_ERROR(Disk(true, scratch, stream, record));
+  return ReadStoreWeights(store, stream, record);
 }
 
-Status BlockTransfers::ReadStoreWeights(std::span<const DiskPiece> pieces,
+Status BlockTransfers::ReadStoreWeights(std::span<const DiskPiece> pieces, Stream& stream,
                                         LaneRecord& record) const {
   uint64_t bytes = 0;
   for (const DiskPiece& piece : pieces) bytes += piece.bytes;
   if (bytes == 0) return Status::Ok();
   const double t0 = record.NowUs();
-  STRATA_RETURN_IF_ERROR(tiers_.ReadWeights(pieces, Ring(true)));
+  STRATA_RETURN_IF_ERROR(tiers_.ReadWeights(pieces, Ring(true), &stream));
   record.AddTransfer(Link::kDiskToCpu, t0, record.NowUs(), bytes);
   return Status::Ok();
 }
@@ -233,7 +235,6 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled, Stre
   Copies copy(stream, record);
   const KvFormat& f = c.format;
   const DeviceSpan staging_span = tiers_.Device(c.slots[slot]);
-  uint8_t* staging = tiers_.At(c.slots[slot]);
   std::vector<DiskPiece> disk;
   for (int64_t r = c.rows.gpu; r < rows; ++r) {
     const int64_t i = r - c.rows.gpu;  // row within the slot
@@ -241,10 +242,10 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled, Stre
       const int64_t s = f.plane_slot_bytes(p);
       const int64_t dst_at = f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
                              i * c.staging_len * s;
-      uint8_t* dst = staging + dst_at;
       const uint64_t bytes = static_cast<uint64_t>(filled * s);
+      const DeviceSpan dst = staging_span.Sub(static_cast<uint64_t>(dst_at), bytes);
       if (r < c.rows.gpu + c.rows.cpu) {
-        copy.ToDevice(staging_span.Sub(static_cast<uint64_t>(dst_at), bytes),
+        copy.ToDevice(dst,
                       tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) +
                           i * c.max_len * s);
       } else {
@@ -252,11 +253,11 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled, Stre
         disk.push_back({home.disk.offset +
                             static_cast<uint64_t>(f.PlaneOffset(p, c.rows.disk, c.max_len) +
                                                   j * c.max_len * s),
-                        dst, bytes});
+                        dst});
       }
     }
   }
-  return Disk(true, disk, record);
+  return Disk(true, disk, stream, record);
 }
 
 Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int count, bool decode,
@@ -270,20 +271,25 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
   if (delegate_ && decode) {
     // The CPU-attention slot is laid out as the extent: its pages holding the new slots go home.
     uint8_t* base = tiers_.At(c.cpu_slots[slot]);
-    DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
-               static_cast<uint64_t>(disk_rows), first, count,
-               [&](int p, uint64_t y) { return base + f.PlaneOffset(p, d, c.max_len) + y; }, disk);
-    return Disk(false, disk, record);
+    DirtyPages(
+        home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
+        static_cast<uint64_t>(disk_rows), first, count,
+        [&](int p, uint64_t y) { return static_cast<uint64_t>(f.PlaneOffset(p, d, c.max_len)) + y; },
+        [&](uint64_t at, uint64_t memory, uint64_t n) { return DiskPiece{at, base + memory, n}; },
+        disk);
+    return Disk(false, disk, stream, record);
   }
   Copies copy(stream, record);
   const DeviceSpan staging_span = tiers_.Device(c.slots[slot]);
-  uint8_t* staging = tiers_.At(c.slots[slot]);
   // Where row i of plane p of the cache slot begins in the slot.
   const auto staged_at = [&](int p, int64_t i) {
-    return f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
-           i * c.staging_len * f.plane_slot_bytes(p);
+    return static_cast<uint64_t>(f.PlaneOffset(p, c.rows.off_gpu(), c.staging_len) +
+                                 i * c.staging_len * f.plane_slot_bytes(p));
   };
-  const auto staged = [&](int p, int64_t i) { return staging + staged_at(p, i); };
+  // A piece of file bytes [at, at + n) and slot bytes [memory, memory + n).
+  const auto staged = [&](uint64_t at, uint64_t memory, uint64_t n) {
+    return DiskPiece{at, staging_span.Sub(memory, n)};
+  };
   const int64_t cpu_end = std::min<int64_t>(rows, c.rows.gpu + c.rows.cpu);
   for (int64_t r = c.rows.gpu; r < cpu_end; ++r) {
     const int64_t i = r - c.rows.gpu;
@@ -291,9 +297,8 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
       const int64_t s = f.plane_slot_bytes(p);
       uint8_t* k_home =
           tiers_.At(home.cpu) + f.PlaneOffset(p, c.rows.cpu, c.max_len) + i * c.max_len * s;
-      copy.ToHost(k_home + first * s,
-                  staging_span.Sub(static_cast<uint64_t>(staged_at(p, i) + first * s),
-                                   static_cast<uint64_t>(count * s)));
+      copy.ToHost(k_home + first * s, staging_span.Sub(staged_at(p, i) + first * s,
+                                                       static_cast<uint64_t>(count * s)));
     }
   }
   if (disk_rows > 0) {
@@ -304,26 +309,26 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
       // Rows laid out as on disk: only the pages that hold the new slots.
       DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
                  static_cast<uint64_t>(disk_rows), first, count,
-                 [&](int p, uint64_t y) { return staged(p, c.rows.cpu) + y; }, disk);
+                 [&](int p, uint64_t y) { return staged_at(p, c.rows.cpu) + y; }, staged, disk);
     } else if (c.staging_len == c.max_len) {
       // The prefill: the whole extent, one piece per plane, aligned writes.
       for (int p = 0; p < f.planes(); ++p) {
-        disk.push_back({at(p), staged(p, c.rows.cpu),
-                        static_cast<uint64_t>(d * c.max_len * f.plane_slot_bytes(p))});
+        disk.push_back(staged(at(p), staged_at(p, c.rows.cpu),
+                              static_cast<uint64_t>(d * c.max_len * f.plane_slot_bytes(p))));
       }
     } else {
       // The prefill of a CPU-attention cache: prompt slots only, at the home's row stride.
       for (int64_t j = 0; j < d; ++j) {
         for (int p = 0; p < f.planes(); ++p) {
           const int64_t s = f.plane_slot_bytes(p);
-          disk.push_back({at(p) + static_cast<uint64_t>((j * c.max_len + first) * s),
-                          staged(p, c.rows.cpu + j) + first * s,
-                          static_cast<uint64_t>(count * s)});
+          disk.push_back(staged(at(p) + static_cast<uint64_t>((j * c.max_len + first) * s),
+                                staged_at(p, c.rows.cpu + j) + static_cast<uint64_t>(first * s),
+                                static_cast<uint64_t>(count * s)));
         }
       }
     }
   }
-  return Disk(false, disk, record);
+  return Disk(false, disk, stream, record);
 }
 
 Status BlockTransfers::LoadActivations(int k, int slot, int rows, Stream& stream,
@@ -332,7 +337,6 @@ Status BlockTransfers::LoadActivations(int k, int slot, int rows, Stream& stream
   const TierExtents& home = a.homes[static_cast<size_t>(k)];
   const uint64_t rb = static_cast<uint64_t>(a.row_bytes);
   const DeviceSpan slot_span = tiers_.Device(a.slots[slot]);
-  uint8_t* dst = tiers_.At(a.slots[slot]);
   Copies copy(stream, record);
   const int64_t gpu = std::min<int64_t>(rows, a.rows.gpu);
   const int64_t cpu = std::min<int64_t>(rows, a.rows.gpu + a.rows.cpu) - gpu;
@@ -340,8 +344,9 @@ Status BlockTransfers::LoadActivations(int k, int slot, int rows, Stream& stream
   if (gpu > 0) copy.OnDevice(slot_span.Sub(0, gpu * rb), tiers_.Device(home.gpu).Sub(0, gpu * rb));
   if (cpu > 0) copy.ToDevice(slot_span.Sub(a.rows.gpu * rb, cpu * rb), tiers_.At(home.cpu));
   if (disk <= 0) return Status::Ok();
-  const DiskPiece piece{home.disk.offset, dst + (a.rows.gpu + a.rows.cpu) * rb, disk * rb};
-  return Disk(true, {&piece, 1}, record);
+  const DiskPiece piece{home.disk.offset,
+                        slot_span.Sub((a.rows.gpu + a.rows.cpu) * rb, disk * rb)};
+  return Disk(true, {&piece, 1}, stream, record);
 }
 
 Status BlockTransfers::StoreActivations(int k, int slot, int rows, Stream& stream,
@@ -350,7 +355,6 @@ Status BlockTransfers::StoreActivations(int k, int slot, int rows, Stream& strea
   const TierExtents& home = a.homes[static_cast<size_t>(k)];
   const uint64_t rb = static_cast<uint64_t>(a.row_bytes);
   const DeviceSpan slot_span = tiers_.Device(a.slots[slot]);
-  uint8_t* src = tiers_.At(a.slots[slot]);
   Copies copy(stream, record);
   const int64_t gpu = std::min<int64_t>(rows, a.rows.gpu);
   const int64_t cpu = std::min<int64_t>(rows, a.rows.gpu + a.rows.cpu) - gpu;
@@ -358,8 +362,9 @@ Status BlockTransfers::StoreActivations(int k, int slot, int rows, Stream& strea
   if (gpu > 0) copy.OnDevice(tiers_.Device(home.gpu).Sub(0, gpu * rb), slot_span.Sub(0, gpu * rb));
   if (cpu > 0) copy.ToHost(tiers_.At(home.cpu), slot_span.Sub(a.rows.gpu * rb, cpu * rb));
   if (disk <= 0) return Status::Ok();
-  const DiskPiece piece{home.disk.offset, src + (a.rows.gpu + a.rows.cpu) * rb, disk * rb};
-  return Disk(false, {&piece, 1}, record);
+  const DiskPiece piece{home.disk.offset,
+                        slot_span.Sub((a.rows.gpu + a.rows.cpu) * rb, disk * rb)};
+  return Disk(false, {&piece, 1}, stream, record);
 }
 
 }  // namespace strata

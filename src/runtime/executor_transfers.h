@@ -50,9 +50,11 @@ class BlockTransfers {
 
  private:
   class Copies;
-  Status Disk(bool read, std::span<const DiskPiece> pieces, LaneRecord& record) const;
+  Status Disk(bool read, std::span<const DiskPiece> pieces, Stream& stream,
+              LaneRecord& record) const;
   // Reads weight rows in place from the strata store (PlacedTensor::disk_in_store).
-  Status ReadStoreWeights(std::span<const DiskPiece> pieces, LaneRecord& record) const;
+  Status ReadStoreWeights(std::span<const DiskPiece> pieces, Stream& stream,
+                          LaneRecord& record) const;
   Status DiskExtent(bool read, const Extent& e, uint8_t* memory, LaneRecord& record) const;
   std::span<uint8_t> Ring(bool read) const;
 

@@ -59,9 +59,11 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   if (plan.compress_weight) {
     const Q4Weights q4(model_);
     STRATA_RETURN_IF_ERROR(
-        CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, q4.PlanesOf()));
+        CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, backend_,
+                        q4.PlanesOf()));
   } else {
-    STRATA_RETURN_IF_ERROR(CopyWeightsHome(model_, engine->placement.weights, *engine->tiers));
+    STRATA_RETURN_IF_ERROR(
+        CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, backend_));
   }
   engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
                                                      *cpu_backend_, engine->placement,

@@ -1,5 +1,5 @@
-// ReadPieces and WritePieces: scattered pieces reach the file and come back byte for byte
-// whatever the ring's size (one slot, two slots, many rounds of both), the copies of one slot
+// ReadPieces and WritePieces: scattered pieces of host or device memory reach the file and come
+// back byte for byte whatever the ring's size (one slot, two slots, many rounds of both), the copies of one slot
 // overlap the other slot's transfers, and a failed transfer ends in its error, not a hang.
 #include "src/memory/disk_pieces.h"
 
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "src/backend/cpu/cpu_backend.h"
 #include "src/io/aligned_buffer.h"
 #include "src/io/fault_env.h"
 #include "src/io/io_event.h"
@@ -88,6 +89,59 @@ TEST_P(DiskPiecesTest, PiecesRoundTripThroughTheRing) {
   // Reads of other pieces, within and across the written ones, from the file as just checked.
   Pieces read = RandomPieces(12);
   ASSERT_TRUE(ReadPieces(**env, file, read.pieces, ring->span()).ok());
+  for (const DiskPiece& p : read.pieces) {
+    ASSERT_EQ(std::memcmp(p.memory, bytes.data() + p.file_offset, p.bytes), 0)
+        << "read piece at " << p.file_offset;
+  }
+}
+
+// The same through device memory: pieces that are spans of a device arena, moved through the ring
+// and a stream on a worker thread with random delays (a slot read into or written before its
+// copies have run would show in the bytes).
+TEST_P(DiskPiecesTest, DevicePiecesRoundTripThroughTheRingAndAStream) {
+  const uint64_t ring_bytes = GetParam();
+  Result<std::unique_ptr<FileEnv>> env = NewFileEnv();
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  Result<std::unique_ptr<ScratchFile>> scratch =
+      ScratchFile::Create(env->get(), FreshDir().string(), kFileBytes);
+  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+  DiskFile* file = (*scratch)->file();
+  Result<AlignedBuffer> ring = AlignedBuffer::Allocate(ring_bytes);
+  ASSERT_TRUE(ring.ok());
+  auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 200}});
+  std::unique_ptr<Stream> stream = backend->MakeStream();
+  std::unique_ptr<Event> events[2] = {backend->MakeEvent(), backend->MakeEvent()};
+  const DeviceCopies copies{stream.get(), {events[0].get(), events[1].get()}};
+  Result<std::unique_ptr<DeviceArena>> arena = backend->AllocateDeviceArena(kFileBytes);
+  ASSERT_TRUE(arena.ok());
+  // Each piece at its file offset in the arena (the pieces do not overlap in the file).
+  const auto on_device = [&](const Pieces& host) {
+    std::vector<DiskPiece> out;
+    for (const DiskPiece& p : host.pieces) {
+      out.push_back({p.file_offset, (*arena)->Span(p.file_offset, p.bytes)});
+    }
+    return out;
+  };
+
+  Pieces written = RandomPieces(21);
+  for (const DiskPiece& p : written.pieces) {
+    FillPattern(p.memory, p.bytes, 7, p.file_offset);
+    stream->CopyToDevice((*arena)->Span(p.file_offset, p.bytes), {p.memory, p.bytes});
+  }
+  ASSERT_TRUE(WritePieces(**env, file, on_device(written), ring->span(), copies).ok());
+  const std::vector<uint8_t> bytes = WholeFile(**env, file);
+  for (const DiskPiece& p : written.pieces) {
+    ASSERT_EQ(FirstMismatch(bytes.data() + p.file_offset, p.bytes, 7, p.file_offset), p.bytes)
+        << "written piece at " << p.file_offset;
+  }
+
+  Pieces read = RandomPieces(22);
+  stream->Fill((*arena)->Span(0, kFileBytes), 0);
+  ASSERT_TRUE(ReadPieces(**env, file, on_device(read), ring->span(), copies).ok());
+  for (const DiskPiece& p : read.pieces) {
+    stream->CopyToHost({p.memory, p.bytes}, (*arena)->Span(p.file_offset, p.bytes));
+  }
+  stream->Synchronize();
   for (const DiskPiece& p : read.pieces) {
     ASSERT_EQ(std::memcmp(p.memory, bytes.data() + p.file_offset, p.bytes), 0)
         << "read piece at " << p.file_offset;

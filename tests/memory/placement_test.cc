@@ -302,7 +302,7 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
   o.offload_dir = ::testing::TempDir();
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
-  ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
+  ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers, *backend).ok());
   Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
   ASSERT_TRUE(allocated.ok());
   AlignedBuffer ring = std::move(allocated).value();
@@ -382,12 +382,14 @@ TEST(PlacementTest, WeightsMadeOnDemandGoHomeAsTheInMemoryOnes) {
           }
         }
       }
-      auto backend = MakeCpuBackend();
+      // Streams on worker threads with random delays: a window half made again before its copy
+      // has run would show in the bytes.
+      auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 300}});
       MemoryTiersOptions o;
       o.offload_dir = ::testing::TempDir();
       Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
       ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
-      ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers).ok());
+      ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers, *backend).ok());
       const std::vector<std::vector<uint8_t>> got = HomeBytes(*p, **tiers);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) {
@@ -482,7 +484,7 @@ TEST(PlacementTest, StoreWeightsReadInPlaceRoundTrip) {
       MemoryTiers::Create(p->layout, o, *backend, p->weights.weight_file);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   EXPECT_EQ((*tiers)->capacity_bytes(Tier::kDisk), 0u);
-  ASSERT_TRUE(CopyWeightsHome(*stored, p->weights, **tiers).ok());
+  ASSERT_TRUE(CopyWeightsHome(*stored, p->weights, **tiers, *backend).ok());
   Result<AlignedBuffer> allocated = AlignedBuffer::Allocate(8192);
   ASSERT_TRUE(allocated.ok());
   AlignedBuffer ring = std::move(allocated).value();

@@ -95,7 +95,7 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
   const Q4Weights planes(**model);
-  ASSERT_TRUE(CopyWeightsHome(**model, p->weights, **tiers,
+  ASSERT_TRUE(CopyWeightsHome(**model, p->weights, **tiers, *backend,
                               q4 ? planes.PlanesOf() : WeightQ4PlanesOf())
                   .ok());
 
