@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "src/backend/memory.h"
 #include "src/backend/shapes.h"
@@ -29,6 +30,10 @@ class Backend {
   // A stream, and an event, of this backend.
   virtual std::unique_ptr<Stream> MakeStream() = 0;
   virtual std::unique_ptr<Event> MakeEvent() = 0;
+  // Pins `memory` for this backend's copies until the result is destroyed (which must happen
+  // before the memory is freed); a backend whose copies need no pinning pins nothing.
+  // ResourceExhausted, saying how much and what to do, when it cannot be pinned.
+  virtual Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) = 0;
 
   // y[m, out] = x[m, in] * w[out, in]^T + bias[out] (bias optional: !bias.present()).
   virtual void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,

@@ -90,6 +90,13 @@ class DeviceArena {
   const char* backend_ = nullptr;
 };
 
+// Host memory pinned for one backend's copies (page-locked, so that a device's copy engines
+// read and write it directly and copies run asynchronously): pinned while this object lives.
+class PinnedHost {
+ public:
+  virtual ~PinnedHost() = default;
+};
+
 // A point in a stream's work. Made by Backend::MakeEvent; recorded on one stream, waited for on
 // others or by the host. Thread-safe. REQUIRES: it outlives the stream work that records or waits
 // on it.

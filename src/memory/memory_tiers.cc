@@ -27,6 +27,7 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
   STRATA_ASSIGN_OR_RETURN(t->device_, device.AllocateDeviceArena(gpu));
   if (cpu > 0) {
     STRATA_ASSIGN_OR_RETURN(t->host_, AlignedBuffer::Allocate(cpu));
+    STRATA_ASSIGN_OR_RETURN(t->pinned_, device.PinHostMemory(t->host_.span()));
   }
   if (disk > 0 || !weight_file.empty()) {
     FileEnvOptions env_options;

@@ -5,8 +5,9 @@
 // backend's is host memory, capacity-limited to what the layout (or --gpu-mem-gib) allows; its
 // copies in and out are done by the executor's load and store lane threads, its copy engines, so
 // placement, overlap and memory limits run the same code as on a GPU. The host arena is
-// page-aligned anonymous memory (in CUDA builds it is what cudaHostRegister pins) and is
-// registered with io_uring for the disk transfers.
+// page-aligned anonymous memory, pinned by the device's backend (Backend::PinHostMemory: the CUDA
+// backend's cudaHostRegister; nothing on the CPU) and registered with io_uring for the disk
+// transfers.
 #pragma once
 
 #include <cstdint>
@@ -90,6 +91,7 @@ class MemoryTiers {
   Backend* backend_ = nullptr;  // the device tier's
   std::unique_ptr<DeviceArena> device_;
   AlignedBuffer host_;
+  std::unique_ptr<PinnedHost> pinned_;  // host_, pinned by the device's backend
   std::unique_ptr<FileEnv> env_;
   std::unique_ptr<ScratchFile> scratch_;
   std::unique_ptr<DiskFile> weight_file_;

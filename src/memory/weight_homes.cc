@@ -27,7 +27,7 @@ using MakeBytes = std::function<void(uint64_t offset, uint64_t n, uint8_t* dst)>
 class DeviceUploads {
  public:
   explicit DeviceUploads(Backend& device)
-      : stream_(device.MakeStream()), done_{device.MakeEvent(), device.MakeEvent()} {}
+      : device_(device), stream_(device.MakeStream()), done_{device.MakeEvent(), device.MakeEvent()} {}
   DeviceUploads(const DeviceUploads&) = delete;
   DeviceUploads& operator=(const DeviceUploads&) = delete;
   // The host memory stays valid until every copy given has completed.
@@ -36,6 +36,7 @@ class DeviceUploads {
   Status Upload(DeviceSpan dst, const MakeBytes& make) {
     if (window_.size() == 0) {
       STRATA_ASSIGN_OR_RETURN(window_, AlignedBuffer::Allocate(kWindowBytes));
+      STRATA_ASSIGN_OR_RETURN(pinned_, device_.PinHostMemory(window_.span()));
     }
     const uint64_t half = kWindowBytes / 2;
     for (uint64_t at = 0; at < dst.bytes();) {
@@ -52,9 +53,11 @@ class DeviceUploads {
   }
 
  private:
+  Backend& device_;
   std::unique_ptr<Stream> stream_;
   std::unique_ptr<Event> done_[2];
   AlignedBuffer window_;
+  std::unique_ptr<PinnedHost> pinned_;  // window_
   int next_ = 0;
 };
 

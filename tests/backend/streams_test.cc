@@ -5,6 +5,8 @@
 // this file (STRATA_STREAMS_CUDA), on the CUDA backend, skipped without a device.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <memory>
 #include <numeric>
@@ -85,6 +87,29 @@ TEST_P(StreamsTest, BytesGoThereAndBackOnOneStream) {
   stream->Synchronize();
   EXPECT_EQ(out, in);
   EXPECT_EQ(filled, std::vector<uint8_t>(kBytes, 0xA5));
+}
+
+// Pinned host memory (the host tier, the staging windows) is copied to and from the device as any
+// other, and unpinned when its handle goes.
+TEST_P(StreamsTest, PinnedHostMemoryCopiesBothWays) {
+  constexpr size_t kBytes = (size_t{5} << 20) + 77;
+  const std::vector<uint8_t> pattern = Pattern(kBytes, 9);
+  std::vector<uint8_t> host = pattern;
+  auto arena = backend_->AllocateDeviceArena(kBytes);
+  ASSERT_TRUE(arena.ok()) << arena.status().ToString();
+  auto stream = backend_->MakeStream();
+  {
+    auto pinned = backend_->PinHostMemory(host);
+    ASSERT_TRUE(pinned.ok()) << pinned.status().ToString();
+    stream->CopyToDevice((*arena)->Span(0, kBytes), host);
+    stream->Synchronize();
+    std::fill(host.begin(), host.end(), 0);
+    stream->CopyToHost(host, (*arena)->Span(0, kBytes));
+    stream->Synchronize();
+  }
+  EXPECT_EQ(host, pattern);
+  auto again = backend_->PinHostMemory(host);  // unpinned above, so it can be pinned again
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
 // A load stream fills a slot, a compute stream copies it on; only the event orders them. Many rounds

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,63 @@ TEST(BlockSequencesTest, NeverDrawsAnIdTheTokenizerLacks) {
   ASSERT_EQ(results[1].tokens.size(), 200u);
   for (int32_t id : results[1].tokens) EXPECT_LT(id, 10);
   EXPECT_EQ(results[1].text.size(), 200u);
+}
+
+// Teacher forcing: a request with forced tokens takes them whatever the logits say (past
+// end-of-generation ids and stop strings), exactly as many as it has, each with its
+// log-probability under the step's logits, summed in long double here; a sampled request beside
+// it stops at the end-of-generation id as usual and reports none.
+TEST(BlockSequencesTest, ForcedTokensAreTakenAndScored) {
+  const LetterTokenizer tokenizer;
+  const int vocab = 10;
+  std::vector<GenerationRequest> block(2);
+  block[0].forced = {4, 9, 2};  // e, then the end-of-generation id j, then c
+  block[0].stop = {"j"};
+  block[0].max_new_tokens = 1;  // forced tokens decide the length
+  block[1].sampling.temperature = 0.0f;
+  block[1].max_new_tokens = 8;
+  const std::vector<int32_t> eog = {9};
+  BlockSequences sequences(block, tokenizer, eog);
+  std::vector<std::vector<float>> steps;
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float>& logits = steps.emplace_back(2 * vocab);
+    for (int i = 0; i < 2 * vocab; ++i) {
+      logits[static_cast<size_t>(i)] = static_cast<float>((i * 7 + step * 3) % 11) - 4.5f;
+    }
+    logits[static_cast<size_t>(vocab + 9)] = step == 1 ? 50.0f : -50.0f;  // ends sequence 1
+    sequences.Sample(0, 2, logits.data(), vocab, step);
+  }
+  EXPECT_TRUE(sequences.all_done());
+  const std::vector<GenerationResult> results = sequences.TakeResults();
+  EXPECT_EQ(results[0].tokens, block[0].forced);
+  EXPECT_EQ(results[0].text, "ejc");
+  EXPECT_EQ(results[0].reason, StopReason::kLength);
+  ASSERT_EQ(results[0].logprobs.size(), 3u);
+  for (int step = 0; step < 3; ++step) {
+    long double sum = 0;
+    for (int i = 0; i < vocab; ++i) sum += std::exp(static_cast<long double>(steps[step][i]));
+    const long double want = steps[step][block[0].forced[step]] - std::log(sum);
+    EXPECT_NEAR(results[0].logprobs[static_cast<size_t>(step)], static_cast<double>(want), 1e-12)
+        << "step " << step;
+  }
+  EXPECT_EQ(results[1].tokens.size(), 2u);
+  EXPECT_EQ(results[1].reason, StopReason::kEndOfGeneration);
+  EXPECT_TRUE(results[1].logprobs.empty());
+}
+
+// Prompt logits come back in the order their rows were added, a sequence's own only.
+TEST(BlockSequencesTest, PromptLogitsAppendInOrder) {
+  const LetterTokenizer tokenizer;
+  std::vector<GenerationRequest> block(2);
+  block[0].prompt_logits = true;
+  const std::vector<int32_t> eog;
+  BlockSequences sequences(block, tokenizer, eog);
+  const std::vector<float> rows = {1, 2, 3, 4, 5, 6};
+  sequences.AddPromptLogits(0, rows.data(), 2, 2);
+  sequences.AddPromptLogits(0, rows.data() + 4, 1, 2);
+  const std::vector<GenerationResult> results = sequences.TakeResults();
+  EXPECT_EQ(results[0].prompt_logits, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_TRUE(results[1].prompt_logits.empty());
 }
 
 // Ids 0..4 are "a", the three bytes of 日 (E6 97 A5) and "b"; nothing else exists.

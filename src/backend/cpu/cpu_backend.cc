@@ -40,6 +40,10 @@ class CpuBackend final : public Backend {
     return MakeCpuStream(stream);
   }
   std::unique_ptr<Event> MakeEvent() override { return MakeCpuEvent(); }
+  // Its copies are memcpy: nothing to pin.
+  Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t>) override {
+    return std::make_unique<PinnedHost>();
+  }
 
   void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
               float* y) override {

@@ -83,6 +83,9 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<Stream> MakeStream() override { return MakeCudaBackendStream(); }
   std::unique_ptr<Event> MakeEvent() override { return MakeCudaEvent(); }
+  Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) override {
+    return PinCudaHostMemory(memory);
+  }
 
   void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
               float* y) override {

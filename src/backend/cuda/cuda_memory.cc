@@ -85,6 +85,17 @@ class CudaBackendStream final : public Stream {
   CudaStream stream_{true};
 };
 
+class CudaPinnedHost final : public PinnedHost {
+ public:
+  explicit CudaPinnedHost(void* base) : base_(base) {}
+  ~CudaPinnedHost() override {
+    if (base_ != nullptr) cudaHostUnregister(base_);
+  }
+
+ private:
+  void* base_;
+};
+
 }  // namespace
 
 Result<std::unique_ptr<DeviceArena>> AllocateCudaDeviceArena(uint64_t bytes) {
@@ -112,6 +123,19 @@ void* CudaAddress(const DeviceSpan& span) { return CudaDeviceArena::Address(span
 
 cudaStream_t CudaStreamOf(Stream& stream) {
   return static_cast<CudaBackendStream&>(stream).stream();
+}
+
+Result<std::unique_ptr<PinnedHost>> PinCudaHostMemory(std::span<uint8_t> memory) {
+  if (memory.empty()) return std::unique_ptr<PinnedHost>(new CudaPinnedHost(nullptr));
+  const cudaError_t e = cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterDefault);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // clear it: the failure is reported here
+    return Status::ResourceExhausted(
+        "cannot pin " + Gib(memory.size()) + " of host memory for the GPU's copies (" +
+        cudaGetErrorString(e) + "); raise the locked-memory limit (ulimit -l) or lower the "
+        "CPU percents of the plan");
+  }
+  return std::unique_ptr<PinnedHost>(new CudaPinnedHost(memory.data()));
 }
 
 }  // namespace strata

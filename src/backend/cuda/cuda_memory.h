@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "src/backend/memory.h"
 #include "src/core/status.h"
@@ -19,6 +20,9 @@ namespace strata {
 Result<std::unique_ptr<DeviceArena>> AllocateCudaDeviceArena(uint64_t bytes);
 std::unique_ptr<Stream> MakeCudaBackendStream();
 std::unique_ptr<Event> MakeCudaEvent();
+// cudaHostRegister of `memory` until the result is destroyed (cudaHostUnregister);
+// ResourceExhausted naming the size and what to do when the driver refuses.
+Result<std::unique_ptr<PinnedHost>> PinCudaHostMemory(std::span<uint8_t> memory);
 
 // The device address of a span of an arena AllocateCudaDeviceArena made: for the CUDA backend's
 // ops only.
