@@ -64,23 +64,35 @@ std::vector<uint8_t> WholeFile(FileEnv& env, DiskFile* file) {
   return {buffer->data(), buffer->data() + kFileBytes};
 }
 
-class DiskPiecesTest : public ::testing::TestWithParam<uint64_t> {};
+// A scratch file of kFileBytes and a ring of GetParam() bytes.
+class DiskPiecesTest : public ::testing::TestWithParam<uint64_t> {
+ protected:
+  void SetUp() override {
+    Result<std::unique_ptr<FileEnv>> env = NewFileEnv();
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    env_ = std::move(env).value();
+    Result<std::unique_ptr<ScratchFile>> scratch =
+        ScratchFile::Create(env_.get(), FreshDir().string(), kFileBytes);
+    ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
+    scratch_ = std::move(scratch).value();
+    Result<AlignedBuffer> ring = AlignedBuffer::Allocate(GetParam());
+    ASSERT_TRUE(ring.ok());
+    ring_ = std::move(ring).value();
+  }
+
+  DiskFile* file() const { return scratch_->file(); }
+
+  std::unique_ptr<FileEnv> env_;
+  std::unique_ptr<ScratchFile> scratch_;
+  AlignedBuffer ring_;
+};
 
 TEST_P(DiskPiecesTest, PiecesRoundTripThroughTheRing) {
-  const uint64_t ring_bytes = GetParam();
-  Result<std::unique_ptr<FileEnv>> env = NewFileEnv();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
-  Result<std::unique_ptr<ScratchFile>> scratch =
-      ScratchFile::Create(env->get(), FreshDir().string(), kFileBytes);
-  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
-  DiskFile* file = (*scratch)->file();
-  Result<AlignedBuffer> ring = AlignedBuffer::Allocate(ring_bytes);
-  ASSERT_TRUE(ring.ok());
 
   Pieces written = RandomPieces(11);
   for (const DiskPiece& p : written.pieces) FillPattern(p.memory, p.bytes, 5, p.file_offset);
-  ASSERT_TRUE(WritePieces(**env, file, written.pieces, ring->span()).ok());
-  const std::vector<uint8_t> bytes = WholeFile(**env, file);
+  ASSERT_TRUE(WritePieces(*env_, file(), written.pieces, ring_.span()).ok());
+  const std::vector<uint8_t> bytes = WholeFile(*env_, file());
   for (const DiskPiece& p : written.pieces) {
     ASSERT_EQ(FirstMismatch(bytes.data() + p.file_offset, p.bytes, 5, p.file_offset), p.bytes)
         << "written piece at " << p.file_offset;
@@ -88,7 +100,7 @@ TEST_P(DiskPiecesTest, PiecesRoundTripThroughTheRing) {
 
   // Reads of other pieces, within and across the written ones, from the file as just checked.
   Pieces read = RandomPieces(12);
-  ASSERT_TRUE(ReadPieces(**env, file, read.pieces, ring->span()).ok());
+  ASSERT_TRUE(ReadPieces(*env_, file(), read.pieces, ring_.span()).ok());
   for (const DiskPiece& p : read.pieces) {
     ASSERT_EQ(std::memcmp(p.memory, bytes.data() + p.file_offset, p.bytes), 0)
         << "read piece at " << p.file_offset;
@@ -99,15 +111,6 @@ TEST_P(DiskPiecesTest, PiecesRoundTripThroughTheRing) {
 // and a stream on a worker thread with random delays (a slot read into or written before its
 // copies have run would show in the bytes).
 TEST_P(DiskPiecesTest, DevicePiecesRoundTripThroughTheRingAndAStream) {
-  const uint64_t ring_bytes = GetParam();
-  Result<std::unique_ptr<FileEnv>> env = NewFileEnv();
-  ASSERT_TRUE(env.ok()) << env.status().ToString();
-  Result<std::unique_ptr<ScratchFile>> scratch =
-      ScratchFile::Create(env->get(), FreshDir().string(), kFileBytes);
-  ASSERT_TRUE(scratch.ok()) << scratch.status().ToString();
-  DiskFile* file = (*scratch)->file();
-  Result<AlignedBuffer> ring = AlignedBuffer::Allocate(ring_bytes);
-  ASSERT_TRUE(ring.ok());
   auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 200}});
   std::unique_ptr<Stream> stream = backend->MakeStream();
   std::unique_ptr<Event> events[2] = {backend->MakeEvent(), backend->MakeEvent()};
@@ -128,8 +131,8 @@ TEST_P(DiskPiecesTest, DevicePiecesRoundTripThroughTheRingAndAStream) {
     FillPattern(p.memory, p.bytes, 7, p.file_offset);
     stream->CopyToDevice((*arena)->Span(p.file_offset, p.bytes), {p.memory, p.bytes});
   }
-  ASSERT_TRUE(WritePieces(**env, file, on_device(written), ring->span(), copies).ok());
-  const std::vector<uint8_t> bytes = WholeFile(**env, file);
+  ASSERT_TRUE(WritePieces(*env_, file(), on_device(written), ring_.span(), copies).ok());
+  const std::vector<uint8_t> bytes = WholeFile(*env_, file());
   for (const DiskPiece& p : written.pieces) {
     ASSERT_EQ(FirstMismatch(bytes.data() + p.file_offset, p.bytes, 7, p.file_offset), p.bytes)
         << "written piece at " << p.file_offset;
@@ -137,7 +140,7 @@ TEST_P(DiskPiecesTest, DevicePiecesRoundTripThroughTheRingAndAStream) {
 
   Pieces read = RandomPieces(22);
   stream->Fill((*arena)->Span(0, kFileBytes), 0);
-  ASSERT_TRUE(ReadPieces(**env, file, on_device(read), ring->span(), copies).ok());
+  ASSERT_TRUE(ReadPieces(*env_, file(), on_device(read), ring_.span(), copies).ok());
   for (const DiskPiece& p : read.pieces) {
     stream->CopyToHost({p.memory, p.bytes}, (*arena)->Span(p.file_offset, p.bytes));
   }
