@@ -322,8 +322,8 @@ std::pair<float*, float*> BlockCompute::ExactRows(const Step& step, int block) c
 
 void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, const float* k,
                           const float* q) {
-  // Fitted per (sequence, KV head) to the prompt's real tokens at
-  // the prefill, then every key stored smoothed and every decode query scaled.
+  // Fitted per (sequence, KV head) to the prompt's real tokens at the prefill, then every key
+  // stored smoothed and every decode query scaled.
   namespace kc = kernels::cpu;
   const ModelConfig& cfg = model_.config();
   const int d = cfg.head_dim;
