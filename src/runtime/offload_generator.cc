@@ -38,15 +38,28 @@ OffloadGenerator::OffloadGenerator(const Model& model, Backend& backend, const T
 OffloadGenerator::~OffloadGenerator() = default;
 
 Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
-  if (engine_ != nullptr) {
-    const BlockShape& s = engine_->placement.shape;
-    if (prompt_len <= s.prompt_len && max_len <= s.max_len) return Status::Ok();
-    prompt_len = std::max(prompt_len, s.prompt_len);
-    max_len = std::max(max_len, s.max_len);
-    LogInfo("re-placing for prompts of " + std::to_string(prompt_len) + " tokens and " +
-            std::to_string(max_len) + " cache slots");
-    engine_.reset();
-  }
+  if (engine_ == nullptr) return Place(prompt_len, max_len);
+  const BlockShape& s = engine_->placement.shape;
+  if (prompt_len <= s.prompt_len && max_len <= s.max_len) return Status::Ok();
+  // Placing again copies every weight home again, so the sizes at least double (within the
+  // model's context): a job whose blocks grow as it goes (`run` sorts them by prompt length)
+  // places a few times, not once a block. Where doubled sizes do not fit, the sizes needed.
+  const int context = model_.config().max_position_embeddings;
+  const int doubled_prompt = context > 1 ? std::min(2 * s.prompt_len, context - 1) : s.prompt_len;
+  const int doubled_max = context > 1 ? std::min(2 * s.max_len, context) : s.max_len;
+  const int grown_prompt = std::max(prompt_len, doubled_prompt);
+  const int grown_max = std::max(max_len, doubled_max);
+  LogInfo("re-placing for prompts of " + std::to_string(grown_prompt) + " tokens and " +
+          std::to_string(grown_max) + " cache slots");
+  engine_.reset();
+  const Status grown = Place(grown_prompt, grown_max);
+  if (grown.ok() || (grown_prompt == prompt_len && grown_max == max_len)) return grown;
+  LogInfo("re-placing for prompts of " + std::to_string(prompt_len) + " tokens and " +
+          std::to_string(max_len) + " cache slots instead: " + grown.message());
+  return Place(prompt_len, max_len);
+}
+
+Status OffloadGenerator::Place(int prompt_len, int max_len) {
   const Plan& plan = options_.plan;
   const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
   auto engine = std::make_unique<Engine>();
@@ -69,6 +82,7 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
                                                      *cpu_backend_, engine->placement,
                                                      *engine->tiers);
   engine_ = std::move(engine);
+  ++placements_;
   return Status::Ok();
 }
 

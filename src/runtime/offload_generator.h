@@ -29,7 +29,8 @@ struct OffloadOptions {
   MemoryTiersOptions tiers;  // device capacity, offload directory, file environment
   ExecutorOptions executor;  // jitter, for tests
   // The tiers are sized for blocks of prompts up to prompt_len tokens generating up to gen_len
-  // tokens; a block that needs more re-sizes them (and logs it). 0: the first block's sizes.
+  // tokens; a block that needs more re-sizes them (and logs it), at least doubling the sizes
+  // where that fits. 0: the first block's sizes.
   int prompt_len = 0;
   int gen_len = 0;
   // Keep every block's spans for WriteTrace(). Default off.
@@ -73,13 +74,18 @@ class OffloadGenerator {
 
   // Summed over every block run so far (peaks: the largest).
   const ExecutorMetrics& metrics() const { return metrics_; }
+  // How many times the tiers were set up so far (each time every weight is copied home).
+  int placements() const { return placements_; }
   // The spans of every block run so far, one after another. REQUIRES: options.keep_trace.
   Status WriteTrace(const std::string& path) const;
 
  private:
   struct Engine;
-  // Makes sure the engine holds blocks of this size; re-places when it does not.
+  // Makes sure the engine holds blocks of this size; re-places when it does not, at least
+  // doubling its sizes (within the model's context) where that fits.
   Status Prepare(int prompt_len, int max_len);
+  // Places blocks of exactly this size: new tiers, every weight copied home.
+  Status Place(int prompt_len, int max_len);
   // Ok when `placement` (for blocks of this size) fits options_.host_memory_bytes: by the plan's
   // accounting (CheckHostMemory), whose per-tier totals go to *planned ({-1, -1, -1} when it
   // cannot describe the model), else by the layout's arenas.
@@ -100,6 +106,7 @@ class OffloadGenerator {
   ExecutorMetrics metrics_;
   std::vector<TraceSpan> trace_;
   const std::atomic<bool>* cancel_ = nullptr;
+  int placements_ = 0;
 };
 
 }  // namespace strata

@@ -358,6 +358,34 @@ TEST_P(FixturePolicyTest, PeakBytesStayWithinThePlan) {
   }
 }
 
+// Blocks whose prompts grow a token at a time (`run` sorts blocks by prompt length) place the
+// engine a few times, not once a block: each placement copies every weight home again. The
+// tokens stay the reference's.
+TEST_P(FixturePolicyTest, GrowingBlocksPlaceAFewTimesNotOnceABlock) {
+  const std::vector<GenerationRequest> block = Block(3);
+  ASSERT_FALSE(block.empty());
+  std::vector<int32_t> ids;
+  for (const GenerationRequest& r : block) ids.insert(ids.end(), r.prompt.begin(), r.prompt.end());
+  ASSERT_GE(ids.size(), 17u);
+  auto backend = MakeCpuBackend();
+  OffloadOptions o;
+  o.plan = *PlanFromFlexGenPercent({50, 50, 100, 0, 100, 0}, 1, 1);
+  o.tiers.offload_dir = ::testing::TempDir();
+  OffloadGenerator offload(*model_, *backend, *tokenizer_,
+                           EndOfGenerationIds(*tokenizer_, model_->config()), o);
+  GenerationRequest r = block[0];
+  for (size_t n = 2; n <= 17; ++n) {
+    r.prompt.assign(ids.begin(), ids.begin() + static_cast<long>(n));
+    Result<std::vector<GenerationResult>> got = offload.TryGenerate({r});
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(TokensOf(*got), TokensOf(ReferenceResults(*model_, *tokenizer_, {r})))
+        << n << " prompt tokens";
+  }
+  // Prompts 2, 3, 5, 9 and 17 tokens long outgrow the placement; one block at a time would be 16.
+  EXPECT_GT(offload.placements(), 1);
+  EXPECT_LE(offload.placements(), 5);
+}
+
 // FlexGen's CPU-attention race (../shared/docs/ANCHORS.md): with the cache on disk and attention
 // on the CPU, the next micro-batch's cache load must never land in the buffer the current one
 // attends over. Each in-flight micro-batch has its own CPU-attention slot; the lanes are jittered
