@@ -41,22 +41,24 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
   if (engine_ == nullptr) return Place(prompt_len, max_len);
   const BlockShape& s = engine_->placement.shape;
   if (prompt_len <= s.prompt_len && max_len <= s.max_len) return Status::Ok();
-  // Placing again copies every weight home again, so the sizes at least double (within the
-  // model's context): a job whose blocks grow as it goes (`run` sorts them by prompt length)
-  // places a few times, not once a block. Where doubled sizes do not fit, the sizes needed.
+  // Never smaller than before; and since placing again copies every weight home again, at least
+  // double (within the model's context), so that a job whose blocks grow as it goes (`run` sorts
+  // them by prompt length) places a few times, not once a block. Where doubled sizes do not fit,
+  // the sizes needed.
+  const int needed_prompt = std::max(prompt_len, s.prompt_len);
+  const int needed_max = std::max(max_len, s.max_len);
   const int context = model_.config().max_position_embeddings;
-  const int doubled_prompt = context > 1 ? std::min(2 * s.prompt_len, context - 1) : s.prompt_len;
-  const int doubled_max = context > 1 ? std::min(2 * s.max_len, context) : s.max_len;
-  const int grown_prompt = std::max(prompt_len, doubled_prompt);
-  const int grown_max = std::max(max_len, doubled_max);
+  const int grown_prompt =
+      std::max(needed_prompt, context > 1 ? std::min(2 * s.prompt_len, context - 1) : 0);
+  const int grown_max = std::max(needed_max, context > 1 ? std::min(2 * s.max_len, context) : 0);
+  engine_.reset();
   LogInfo("re-placing for prompts of " + std::to_string(grown_prompt) + " tokens and " +
           std::to_string(grown_max) + " cache slots");
-  engine_.reset();
   const Status grown = Place(grown_prompt, grown_max);
-  if (grown.ok() || (grown_prompt == prompt_len && grown_max == max_len)) return grown;
-  LogInfo("re-placing for prompts of " + std::to_string(prompt_len) + " tokens and " +
-          std::to_string(max_len) + " cache slots instead: " + grown.message());
-  return Place(prompt_len, max_len);
+  if (grown.ok() || (grown_prompt == needed_prompt && grown_max == needed_max)) return grown;
+  LogInfo("re-placing for prompts of " + std::to_string(needed_prompt) + " tokens and " +
+          std::to_string(needed_max) + " cache slots instead: " + grown.message());
+  return Place(needed_prompt, needed_max);
 }
 
 Status OffloadGenerator::Place(int prompt_len, int max_len) {
