@@ -69,36 +69,27 @@ struct Chunk {
   uint8_t* buffer;
 };
 
-// After a read: each piece's bytes from the chunk, a device piece's given to `stream`. True when
-// any was.
-bool CopyOut(const Chunk& c, Stream* stream) {
+// Each piece's bytes between the chunk and the piece: out of the chunk after a read, into it
+// before a write; a device piece's copy is given to `stream`. True when any was.
+bool CopyPieces(const Chunk& c, IoOp op, Stream* stream) {
   bool device = false;
   for (const DiskPiece& p : c.run->pieces) {
     const Overlap o = OverlapOf(p, c.offset, c.length);
     if (o.bytes == 0) continue;
-    if (p.memory != nullptr) {
-      std::memcpy(p.memory + o.in_piece, c.buffer + o.in_chunk, o.bytes);
+    uint8_t* chunk = c.buffer + o.in_chunk;
+    const bool read = op == IoOp::kRead;
+    if (p.memory != nullptr && read) {
+      std::memcpy(p.memory + o.in_piece, chunk, o.bytes);
+    } else if (p.memory != nullptr) {
+      std::memcpy(chunk, p.memory + o.in_piece, o.bytes);
     } else {
       STRATA_CHECK(stream != nullptr);
-      stream->CopyToDevice(p.device.Sub(o.in_piece, o.bytes), {c.buffer + o.in_chunk, o.bytes});
-      device = true;
-    }
-  }
-  return device;
-}
-
-// Before a write: each piece's bytes into the chunk, a device piece's given to `stream`. True when
-// any was.
-bool CopyIn(const Chunk& c, Stream* stream) {
-  bool device = false;
-  for (const DiskPiece& p : c.run->pieces) {
-    const Overlap o = OverlapOf(p, c.offset, c.length);
-    if (o.bytes == 0) continue;
-    if (p.memory != nullptr) {
-      std::memcpy(c.buffer + o.in_chunk, p.memory + o.in_piece, o.bytes);
-    } else {
-      STRATA_CHECK(stream != nullptr);
-      stream->CopyToHost({c.buffer + o.in_chunk, o.bytes}, p.device.Sub(o.in_piece, o.bytes));
+      const DeviceSpan span = p.device.Sub(o.in_piece, o.bytes);
+      if (read) {
+        stream->CopyToDevice(span, {chunk, o.bytes});
+      } else {
+        stream->CopyToHost({chunk, o.bytes}, span);
+      }
       device = true;
     }
   }
@@ -114,8 +105,8 @@ uint64_t SlotBytes(uint64_t ring_bytes, uint64_t total) {
 }
 
 // Moves the runs' file bytes between the file and `ring` in submissions of one ring slot each,
-// the next slot's submission in flight while one slot is copied (CopyIn before a write, CopyOut
-// after a read). A slot whose device copies may be in flight waits for them (its event) before
+// the next slot's submission in flight while one slot is copied (CopyPieces before a write, after
+// a read). A slot whose device copies may be in flight waits for them (its event) before
 // it is used again, and before this returns.
 Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& runs,
                 std::span<uint8_t> ring, const DeviceCopies& device) {
@@ -131,8 +122,7 @@ Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& r
   std::array<Slot, 2> slots;
   const int num_slots = ring.size() >= 2 * slot_bytes ? 2 : 1;
   Status status;
-  // Awaits the slot's submission (copying its chunks out after a read) and empties it; the first
-  // error is kept, and later slots are still awaited.
+  // Marks the slot's device copies given so far with its event.
   const auto record = [&](Slot& s) {
     Event* done = device.slot_done[&s - slots.data()];
     STRATA_CHECK(done != nullptr);
@@ -143,12 +133,14 @@ Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& r
     if (s.copies != nullptr) s.copies->HostWait();
     s.copies = nullptr;
   };
+  // Awaits the slot's submission (copying its chunks out after a read) and empties it; the first
+  // error is kept, and later slots are still awaited.
   const auto drain = [&](Slot& s) {
     const Status done = s.event.Wait();
     if (status.ok()) status = done;
     if (status.ok() && op == IoOp::kRead) {
       bool copied = false;
-      for (const Chunk& c : s.chunks) copied |= CopyOut(c, device.stream);
+      for (const Chunk& c : s.chunks) copied |= CopyPieces(c, op, device.stream);
       if (copied) record(s);
     }
     s.chunks.clear();
@@ -158,7 +150,7 @@ Status MoveRuns(FileEnv& env, DiskFile* file, IoOp op, const std::vector<Run>& r
     std::vector<IoRequest> requests;
     bool copied = false;
     for (const Chunk& c : s.chunks) {
-      if (op == IoOp::kWrite) copied |= CopyIn(c, device.stream);
+      if (op == IoOp::kWrite) copied |= CopyPieces(c, op, device.stream);
       requests.push_back({op, file, c.offset, static_cast<size_t>(c.length), c.buffer});
     }
     if (copied) {  // a write's copies into the slot complete before the write reads it

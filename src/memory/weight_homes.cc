@@ -27,7 +27,9 @@ using MakeBytes = std::function<void(uint64_t offset, uint64_t n, uint8_t* dst)>
 class DeviceUploads {
  public:
   explicit DeviceUploads(Backend& device)
-      : device_(device), stream_(device.MakeStream()), done_{device.MakeEvent(), device.MakeEvent()} {}
+      : device_(device),
+        stream_(device.MakeStream()),
+        done_{device.MakeEvent(), device.MakeEvent()} {}
   DeviceUploads(const DeviceUploads&) = delete;
   DeviceUploads& operator=(const DeviceUploads&) = delete;
   // The host memory stays valid until every copy given has completed.

@@ -271,12 +271,14 @@ Status BlockTransfers::StoreCache(int slice, int slot, int rows, int first, int 
   if (delegate_ && decode) {
     // The CPU-attention slot is laid out as the extent: its pages holding the new slots go home.
     uint8_t* base = tiers_.At(c.cpu_slots[slot]);
-    DirtyPages(
-        home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
-        static_cast<uint64_t>(disk_rows), first, count,
-        [&](int p, uint64_t y) { return static_cast<uint64_t>(f.PlaneOffset(p, d, c.max_len)) + y; },
-        [&](uint64_t at, uint64_t memory, uint64_t n) { return DiskPiece{at, base + memory, n}; },
-        disk);
+    const auto extent_at = [&](int p, uint64_t y) {
+      return static_cast<uint64_t>(f.PlaneOffset(p, d, c.max_len)) + y;
+    };
+    const auto in_slot = [&](uint64_t at, uint64_t memory, uint64_t n) {
+      return DiskPiece{at, base + memory, n};
+    };
+    DirtyPages(home.disk.offset, f, static_cast<uint64_t>(d), c.max_len,
+               static_cast<uint64_t>(disk_rows), first, count, extent_at, in_slot, disk);
     return Disk(false, disk, stream, record);
   }
   Copies copy(stream, record);

@@ -1,6 +1,7 @@
 // ReadPieces and WritePieces: scattered pieces of host or device memory reach the file and come
-// back byte for byte whatever the ring's size (one slot, two slots, many rounds of both), the copies of one slot
-// overlap the other slot's transfers, and a failed transfer ends in its error, not a hang.
+// back byte for byte whatever the ring's size (one slot, two slots, many rounds of both), the
+// copies of one slot overlap the other slot's transfers, and a failed transfer ends in its error,
+// not a hang.
 #include "src/memory/disk_pieces.h"
 
 #include <gtest/gtest.h>

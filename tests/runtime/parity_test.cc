@@ -1,9 +1,9 @@
 // Parity with Hugging Face transformers: small random-weight OPT, Llama, Qwen2, Qwen3 and Phi-3
 // models built by scripts/make_fixtures.py, their logits and greedy tokens recorded there. The
-// engine (OffloadGenerator, everything in device memory) must reproduce the logits of every prompt
-// position to 1e-4 relative error and the greedy tokens exactly, with the prompts batched together
-// (left padding) as `strata run` batches them, and each prompt alone. The Qwen and Phi-3 fixtures are
-// also read as the GGUF files llama.cpp's conventions make of them
+// engine (OffloadGenerator, everything in device memory) must reproduce the logits of every
+// prompt position to 1e-4 relative error and the greedy tokens exactly, with the prompts batched
+// together (left padding) as `strata run` batches them, and each prompt alone. The Qwen and
+// Phi-3 fixtures are also read as the GGUF files llama.cpp's conventions make of them
 // (tests/data/gguf/hf_to_gguf.py), tokenizer included.
 #include <gtest/gtest.h>
 
