@@ -1,9 +1,11 @@
-// Backend: the ops a transformer layer is built from, over fp32 activation buffers that live in
-// the backend's memory (host memory for the CPU backend, device memory for CUDA). Weights are
-// TensorViews of F32, F16 or BF16 data; the backend converts them as it reads. The runtime never
-// names a concrete backend: the commands make one (src/backend/cpu/cpu_backend.h, or the CUDA
-// twin) and hand it down.
-// Thread-compatible: one caller at a time per Backend object.
+// Backend: the ops a transformer layer is built from. Each op is given to a Stream of the backend
+// (memory.h) and runs there in order, asynchronously to the host, on buffers in the backend's
+// device arena: activations are DeviceSpans of fp32 elements (kF32; their sizes are checked),
+// weights DeviceWeights of F32, F16 or BF16 elements that the backend converts as it reads.
+// Small host arrays (token ids, positions, RoPE frequencies) are read before the op returns.
+// The runtime never names a concrete backend: the commands make one
+// (src/backend/cpu/cpu_backend.h, or the CUDA twin) and hand it down.
+// Thread-compatible: one caller at a time per Backend object, and its ops on one stream at a time.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,17 @@
 namespace strata {
 
 enum class ActivationKind { kRelu, kGelu };
+
+// A weight in the device arena: `data` holds rows x cols elements of its span type (kF32, kF16 or
+// kBF16), row-major; a vector is `rows` elements with cols 1. Absent (an optional bias): empty.
+struct DeviceWeight {
+  DeviceSpan data;
+  int64_t rows = 0;
+  int64_t cols = 1;
+
+  bool present() const { return !data.empty(); }
+  int64_t numel() const { return rows * cols; }
+};
 
 class Backend {
  public:
@@ -36,28 +49,36 @@ class Backend {
   virtual Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) = 0;
 
   // y[m, out] = x[m, in] * w[out, in]^T + bias[out] (bias optional: !bias.present()).
-  virtual void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
-                      float* y) = 0;
-  // out[n, hidden] = table[ids[i]] rows. REQUIRES: every id in [0, table.dim(0)).
-  virtual void Embed(const TensorView& table, const int32_t* ids, int n, float* out) = 0;
-  // Adds `pos_table` rows (learned absolute positions, OPT) to x[n, hidden].
-  virtual void AddPositionEmbedding(const TensorView& pos_table, const int32_t* positions, int n,
-                                    float* x) = 0;
-  // Per-row LayerNorm (bias optional) and RMSNorm over `dim`; y may equal x.
-  virtual void LayerNorm(const float* x, const TensorView& w, const TensorView& b, float eps,
-                         int rows, int dim, float* y) = 0;
-  virtual void RmsNorm(const float* x, const TensorView& w, float eps, int rows, int dim,
-                       float* y) = 0;
-  virtual void Activate(ActivationKind kind, float* x, int64_t n) = 0;
-  virtual void SiluMul(float* gate, const float* up, int64_t n) = 0;
-  // x[tokens, heads, head_dim] rotated in place; inv_freq from RopeInverseFrequencies (shapes.h).
-  virtual void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-                    const float* inv_freq) = 0;
-  // Layouts and masking: AttentionShape (shapes.h).
+  virtual void Linear(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,
+                      const DeviceWeight& bias, DeviceSpan y) = 0;
+  // out[i] = table row ids[i], for each of the ids. REQUIRES (checked): every id in
+  // [0, table.rows).
+  virtual void Embed(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
+                     DeviceSpan out) = 0;
+  // x[i] += table row positions[i] (learned absolute positions, OPT). REQUIRES (checked): every
+  // position in [0, table.rows).
+  virtual void AddPositionEmbedding(Stream& stream, const DeviceWeight& table,
+                                    std::span<const int32_t> positions, DeviceSpan x) = 0;
+  // Per-row LayerNorm (bias optional) and RMSNorm of x[rows, dim]; y may be x.
+  virtual void LayerNorm(Stream& stream, DeviceSpan x, const DeviceWeight& w,
+                         const DeviceWeight& b, float eps, int rows, int dim, DeviceSpan y) = 0;
+  virtual void RmsNorm(Stream& stream, DeviceSpan x, const DeviceWeight& w, float eps, int rows,
+                       int dim, DeviceSpan y) = 0;
+  // Every element of x, in place.
+  virtual void Activate(Stream& stream, ActivationKind kind, DeviceSpan x) = 0;
+  // gate[i] = silu(gate[i]) * up[i].
+  virtual void SiluMul(Stream& stream, DeviceSpan gate, DeviceSpan up) = 0;
+  // x[positions.size(), heads, head_dim] rotated in place; inv_freq (head_dim / 2 values) from
+  // RopeInverseFrequencies (shapes.h).
+  virtual void Rope(Stream& stream, DeviceSpan x, std::span<const int32_t> positions, int heads,
+                    int head_dim, std::span<const float> inv_freq) = 0;
+  // x[i] += y[i].
+  virtual void Add(Stream& stream, DeviceSpan x, DeviceSpan y) = 0;
+  // Layouts and masking: AttentionShape (shapes.h). Over host addresses, run at once on the
+  // calling thread: the one op still to move onto streams and spans (the cache's rows are a
+  // table across tiers, src/runtime/executor_attention.h).
   virtual void Attention(const AttentionShape& shape, const float* q, const float* k,
                          const float* v, const int* start, float* out) = 0;
-  // x[i] += y[i].
-  virtual void Add(float* x, const float* y, int64_t n) = 0;
 };
 
 }  // namespace strata

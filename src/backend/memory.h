@@ -75,6 +75,9 @@ class DeviceArena {
   // device), null otherwise. Only for the engine's code that still reads and writes device bytes
   // by address on the lanes' threads; it goes once every copy and op takes spans.
   virtual uint8_t* host_view() const { return nullptr; }
+  // host_view() at `span`'s first byte (null where host_view() is). REQUIRES (checked): `span`
+  // is of this arena. Goes with host_view().
+  uint8_t* HostView(const DeviceSpan& span) const;
 
  protected:
   // `backend` names the backend that made the arena (a string of static storage whose address

@@ -71,7 +71,8 @@ void LogSummary(const JobMetrics& m, const std::string& output) {
           std::to_string(m.prompt_tokens) + " prompt + " + std::to_string(m.generated_tokens) +
           " generated tokens in " + Fixed(m.generation_s, 2) + " s (" +
           Fixed(m.generated_tokens / secs, 1) + " generated tokens/s, prompt padding " +
-          Fixed(100 * m.padding.prompt_waste(), 1) + "%); output in " + output);
+          Fixed(100 * m.padding.prompt_waste(), 1) + "%; placing the model took " +
+          Fixed(m.placement_s, 2) + " s more); output in " + output);
 }
 
 // An instruct model given raw text (not the chat turns its template writes) often answers with
@@ -239,7 +240,8 @@ int RunCommand(const RunOptions& o) {
     loop.progress = &progress;
     outcome = RunJobLoop(loop, &m);
   }
-  m.generation_s = Seconds(gen_start);
+  m.placement_s = engine.placement_s();
+  m.generation_s = Seconds(gen_start) - m.placement_s;
   m.elapsed_s = Seconds(start);
   m.interrupted = outcome.interrupted;
   m.interrupt_signal = InterruptSignalName();

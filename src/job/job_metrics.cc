@@ -53,6 +53,7 @@ std::string MetricsJson(const JobMetrics& m) {
   j["interrupt_signal"] = m.interrupt_signal.empty() ? Json(nullptr) : Json(m.interrupt_signal);
   j["elapsed_s"] = m.elapsed_s;
   j["load_s"] = m.load_s;
+  j["placement_s"] = m.placement_s;
   j["generation_s"] = m.generation_s;
   Json& r = j["requests"];
   r["completed"] = m.completed;

@@ -3,7 +3,7 @@
 //
 // The JSON (every rate is per second of generation time, every size in bytes):
 //   {"model", "input", "output", "shard", "exit_code", "interrupted", "interrupt_signal",
-//    "elapsed_s", "load_s", "generation_s",
+//    "elapsed_s", "load_s", "placement_s", "generation_s",
 //    "requests": {"completed", "failed", "already_done", "other_shard", "not_run",
 //                 "by_finish_reason": {"stop", "length"}, "by_error_code": {code: count}},
 //    "tokens": {"prompt", "generated", "total"},
@@ -75,7 +75,9 @@ struct JobMetrics {
   int exit_code = 0;
   bool interrupted = false;
   std::string interrupt_signal;  // "SIGTERM", ...; empty when not interrupted
-  double elapsed_s = 0, load_s = 0, generation_s = 0;
+  // placement_s: setting up the tiers and copying every weight home (once, and again only when a
+  // block outgrows them), which generation_s leaves out, as it leaves out loading.
+  double elapsed_s = 0, load_s = 0, placement_s = 0, generation_s = 0;
 
   uint64_t completed = 0, failed = 0, already_done = 0, other_shard = 0;
   uint64_t not_run = 0;  // read but not finished when the run was interrupted

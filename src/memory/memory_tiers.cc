@@ -68,6 +68,13 @@ uint8_t* MemoryTiers::At(const Extent& e) const {
   return host_.data() + e.offset;
 }
 
+uint8_t* MemoryTiers::At(const DeviceSpan& span) const {
+  uint8_t* address = device_->HostView(span);
+  STRATA_CHECK_MSG(address != nullptr || span.empty(),
+                   "device bytes by address from a backend that keeps them on a device");
+  return address;
+}
+
 uint64_t MemoryTiers::capacity_bytes(Tier tier) const {
   switch (tier) {
     case Tier::kGpu: return device_capacity_;

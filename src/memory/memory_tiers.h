@@ -56,6 +56,8 @@ class MemoryTiers {
   // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena; for
   // a GPU extent, a device backend that keeps its arena in host memory (DeviceArena::host_view).
   uint8_t* At(const Extent& e) const;
+  // Host address of a span of the device arena, under At()'s REQUIRES for a GPU extent.
+  uint8_t* At(const DeviceSpan& span) const;
 
   // Bytes each tier holds (arena sizes; the scratch file's size).
   uint64_t capacity_bytes(Tier tier) const;

@@ -168,6 +168,13 @@ TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
   return {rows, gpu, gpu_cpu - gpu, rows - gpu_cpu};
 }
 
+uint64_t TransformerWorkspaceBytes(const ModelConfig& c, int64_t max_rows) {
+  const int64_t per_row = 2 * int64_t{c.hidden_size} + 2 * int64_t{c.num_heads} * c.head_dim +
+                          2 * int64_t{c.num_kv_heads} * c.head_dim +
+                          int64_t{c.intermediate_size} * (c.gated_mlp ? 2 : 1);
+  return static_cast<uint64_t>(max_rows * per_row) * sizeof(float);
+}
+
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
@@ -226,6 +233,10 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
                                           p.weights.expanded_bytes, kArenaAlignment);
   }
   const uint64_t gbs = static_cast<uint64_t>(shape.gpu_batch_size);
+  p.transformer_workspace = p.layout.Reserve(
+      Tier::kGpu, MemoryUse::kWorkspace, "transformer_workspace",
+      TransformerWorkspaceBytes(c, int64_t{shape.gpu_batch_size} * shape.prompt_len),
+      kArenaAlignment);
   p.logits = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "logits",
                               gbs * static_cast<uint64_t>(c.vocab_size) * 4, kArenaAlignment);
   p.last_hidden = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "last_hidden",

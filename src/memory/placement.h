@@ -114,11 +114,17 @@ struct Placement {
   Extent weight_slots[2];     // GPU; bytes 0 when every weight is on the GPU
   Extent expanded_weights;    // GPU: one scheduling layer's 4-bit weights in fp32 (bytes 0
                               // without plan.compress_weight)
+  Extent transformer_workspace;  // GPU: the Transformer's buffers (TransformerWorkspaceBytes)
   Extent logits;              // GPU: [gpu_batch_size, vocab] of the micro-batch computing
   Extent last_hidden;         // GPU: [gpu_batch_size, hidden] rows the logits come from
   Extent disk_ring;           // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
                               // moving lane; bytes 0 when nothing lives on disk
 };
+
+// Bytes of the Transformer's buffers (src/runtime/transformer.h) for steps of up to `max_rows`
+// token rows, all held at once: rows x (2 hidden + 2 heads * head_dim + 2 kv_heads * head_dim +
+// intermediate x (2 if gated, else 1)) fp32 values, as policy/memory_accounting.h counts them.
+uint64_t TransformerWorkspaceBytes(const ModelConfig& config, int64_t max_rows);
 
 // Places a block of `shape` by `plan`. Unsupported for a 4-bit cache the model's head_dim cannot
 // be grouped for (or rotated keys a head_dim that is not a power of two),

@@ -5,7 +5,9 @@
 // (DType::kQ4 views of their planes in the map).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <map>
@@ -25,19 +27,45 @@ class MappedFile;
 // One transformer block. Absent tensors (TensorView::present() == false) are not used.
 // Linear weights are [out_features, in_features], exactly as Hugging Face stores them; GGUF
 // attention q/k weights are un-permuted at load so that both sources use the same RoPE layout
-// (rotate-half, as transformers' LlamaRotaryEmbedding).
-struct LayerWeights {
-  TensorView attn_norm, attn_norm_bias;  // [hidden]
-  TensorView wq, wk, wv, wo;             // [heads*head_dim, hidden], [kv*head_dim, hidden] x2, [hidden, heads*head_dim]
-  TensorView bq, bk, bv, bo;             // OPT, and Llama with attention_bias
-  TensorView q_norm, k_norm;             // [head_dim]: per-head RMSNorm of q and k (Qwen3)
-  TensorView mlp_norm, mlp_norm_bias;    // [hidden]
-  TensorView w_gate;                     // [intermediate, hidden], gated MLP only
-  TensorView b_gate;                     // [intermediate], Llama with mlp_bias only
-  TensorView w_up;                       // [intermediate, hidden] (OPT fc1)
-  TensorView w_down;                     // [hidden, intermediate] (OPT fc2)
-  TensorView b_up, b_down;               // OPT, and Llama with mlp_bias
+// (rotate-half, as transformers' LlamaRotaryEmbedding). T is TensorView for the model's own
+// (host) views, and the engine's device views for where placement put them
+// (src/runtime/transformer.h).
+template <class T>
+struct LayerTensors {
+  T attn_norm, attn_norm_bias;  // [hidden]
+  T wq, wk, wv, wo;             // [heads*head_dim, hidden], [kv*head_dim, hidden] x2, [hidden, heads*head_dim]
+  T bq, bk, bv, bo;             // OPT, and Llama with attention_bias
+  T q_norm, k_norm;             // [head_dim]: per-head RMSNorm of q and k (Qwen3)
+  T mlp_norm, mlp_norm_bias;    // [hidden]
+  T w_gate;                     // [intermediate, hidden], gated MLP only
+  T b_gate;                     // [intermediate], Llama with mlp_bias only
+  T w_up;                       // [intermediate, hidden] (OPT fc1)
+  T w_down;                     // [hidden, intermediate] (OPT fc2)
+  T b_up, b_down;               // OPT, and Llama with mlp_bias
 };
+using LayerWeights = LayerTensors<TensorView>;
+
+// Every member of a LayerTensors<T>, in declaration order.
+template <class T>
+constexpr std::array<T LayerTensors<T>::*, 20> kLayerTensorFields = {
+    &LayerTensors<T>::attn_norm, &LayerTensors<T>::attn_norm_bias, &LayerTensors<T>::wq,
+    &LayerTensors<T>::wk,        &LayerTensors<T>::wv,             &LayerTensors<T>::wo,
+    &LayerTensors<T>::bq,        &LayerTensors<T>::bk,             &LayerTensors<T>::bv,
+    &LayerTensors<T>::bo,        &LayerTensors<T>::q_norm,         &LayerTensors<T>::k_norm,
+    &LayerTensors<T>::mlp_norm,  &LayerTensors<T>::mlp_norm_bias,  &LayerTensors<T>::w_gate,
+    &LayerTensors<T>::b_gate,    &LayerTensors<T>::w_up,           &LayerTensors<T>::w_down,
+    &LayerTensors<T>::b_up,      &LayerTensors<T>::b_down};
+static_assert(sizeof(LayerWeights) == kLayerTensorFields<TensorView>.size() * sizeof(TensorView),
+              "kLayerTensorFields lists every member");
+
+// The member of `to` that `field` names in a LayerWeights.
+template <class T>
+T& SameField(LayerTensors<T>& to, TensorView LayerWeights::*field) {
+  for (size_t i = 0; i < kLayerTensorFields<T>.size(); ++i) {
+    if (kLayerTensorFields<TensorView>[i] == field) return to.*kLayerTensorFields<T>[i];
+  }
+  std::abort();  // every member is listed (static_assert above)
+}
 
 struct ModelWeights {
   TensorView token_embedding;     // [vocab, hidden]

@@ -91,13 +91,12 @@ std::string SpanName(const Step& step, int blocks) {
 
 }  // namespace
 
-BlockExecutor::BlockExecutor(const Model& model, Transformer& transformer, Backend& device_backend,
-                             Backend& cpu_backend, const Placement& placement,
-                             const MemoryTiers& tiers)
+BlockExecutor::BlockExecutor(const Model& model, Backend& device_backend, Backend& cpu_backend,
+                             const Placement& placement, const MemoryTiers& tiers)
     : device_(device_backend),
       p_(placement),
       position_offset_(model.config().position_offset),
-      compute_(model, transformer, device_backend, cpu_backend, placement, tiers),
+      compute_(model, device_backend, cpu_backend, placement, tiers),
       transfers_(placement, tiers) {}
 
 Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, BlockRun& run,
@@ -147,7 +146,7 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
       return transfers_.StoreActivations(k, step.activation_slot, run.batch(k) * tokens, stream,
                                          record);
     case StepKind::kCompute:
-      compute_.Run(step, blocks, run, record);
+      compute_.Run(step, blocks, run, stream, record);
       return Status::Ok();
   }
   return Status::Ok();

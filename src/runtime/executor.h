@@ -6,9 +6,10 @@
 // anyone waits on it, as CUDA requires), then its stream waits on the event. Never a device-wide
 // sync or a queue join; disk transfers go through the FileEnv's own threads or ring. Once every
 // sequence of the block has stopped, the remaining token steps are skipped.
-// The steps' copies and compute still run on the lane threads themselves, not on the streams, so
-// the device backend's streams must be ones whose waits block their thread (the CPU backend's
-// inline streams); moving the work onto the streams is what lets a GPU run the plan.
+// The transformer's ops and most copies are given to the streams; the attention, cache and 4-bit
+// weight steps still run on the lane threads themselves (BlockCompute::Run), so the device
+// backend's streams must be ones that run their work on the thread that gives it (the CPU
+// backend's inline streams); moving the rest onto the streams is what lets a GPU run the plan.
 //
 // Every step also checks, as it starts, that each buffer it touches was last written by the step
 // the schedule says and is not being written by another lane (and, when it writes, not being
@@ -49,8 +50,8 @@ struct ExecutorOptions {
 class BlockExecutor {
  public:
   // REQUIRES: all outlive the executor; `tiers` holds `placement`'s layout with the weights home.
-  BlockExecutor(const Model& model, Transformer& transformer, Backend& device_backend,
-                Backend& cpu_backend, const Placement& placement, const MemoryTiers& tiers);
+  BlockExecutor(const Model& model, Backend& device_backend, Backend& cpu_backend,
+                const Placement& placement, const MemoryTiers& tiers);
 
   // Runs `schedule` for `run` and fills the sequences' results. Spans of every lane go to
   // `records` (one per lane), times to `metrics`. Errors are the first transfer that failed; the

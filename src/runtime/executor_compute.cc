@@ -20,16 +20,36 @@ int BlockRun::batch(int k) const {
   return std::min(gpu_batch_size, n - k * gpu_batch_size);
 }
 
-BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend& device_backend,
-                           Backend& cpu_backend, const Placement& placement,
-                           const MemoryTiers& tiers)
+namespace {
+
+// The member of `w` that `field` names in a ModelWeights (the input and output layers' tensors).
+DeviceWeight& SameField(DeviceModelWeights& w, TensorView ModelWeights::*field) {
+  if (field == &ModelWeights::token_embedding) return w.token_embedding;
+  if (field == &ModelWeights::position_embedding) return w.position_embedding;
+  if (field == &ModelWeights::final_norm) return w.final_norm;
+  if (field == &ModelWeights::final_norm_bias) return w.final_norm_bias;
+  STRATA_CHECK(field == &ModelWeights::lm_head);
+  return w.lm_head;
+}
+
+// The first `rows` token rows of a buffer of `width` fp32 values per row.
+DeviceSpan Rows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
+  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float), SpanType::kF32);
+}
+
+}  // namespace
+
+BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend& cpu_backend,
+                           const Placement& placement, const MemoryTiers& tiers)
     : model_(model),
-      transformer_(transformer),
       device_(device_backend),
       cpu_(cpu_backend),
       p_(placement),
       tiers_(tiers),
-      delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0) {
+      delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0),
+      transformer_(model, device_backend, tiers.Device(placement.transformer_workspace),
+                   int64_t{placement.shape.gpu_batch_size} * placement.shape.prompt_len),
+      logits_ready_(device_backend.MakeEvent()) {
   STRATA_CHECK(&device_backend != &cpu_backend);
   if (p_.cache.format.q4) {
     const int d = model.config().head_dim;
@@ -40,52 +60,71 @@ BlockCompute::BlockCompute(const Model& model, Transformer& transformer, Backend
                  b[3] == 2 * KvQ4ParamHalves(d));
   }
   for (int s = 0; s < 2; ++s) {
-    block_views_[s] = model.weights().layers;
+    block_views_[s].resize(model.weights().layers.size());
     for (size_t b = 0; b < block_views_[s].size(); ++b) {
       for (const PlacedTensor& t : p_.weights.block(static_cast<int>(b)).tensors) {
-        block_views_[s][b].*(t.block_field) = View(t, s);
+        SameField(block_views_[s][b], t.block_field) = View(t, s);
       }
     }
-    for (const PlacedLayer* layer : {&p_.weights.input(), &p_.weights.output()}) {
-      for (const PlacedTensor& t : layer->tensors) model_views_[s].*(t.model_field) = View(t, s);
+    // The input layer's tensors in a slot hold only a step's rows: Input() views them.
+    for (const PlacedTensor& t : p_.weights.input().tensors) {
+      if (t.slot_offset < 0) SameField(model_views_[s], t.model_field) = View(t, s);
+    }
+    for (const PlacedTensor& t : p_.weights.output().tensors) {
+      SameField(model_views_[s], t.model_field) = View(t, s);
     }
   }
 }
 
-TensorView BlockCompute::View(const PlacedTensor& t, int slot) const {
-  TensorView v = t.source;
+DeviceWeight BlockCompute::View(const PlacedTensor& t, int slot, int64_t rows) const {
+  DeviceWeight w;
+  w.rows = rows >= 0 ? rows : t.source.dim(0);
+  w.cols = t.source.shape.size() == 2 ? t.source.dim(1) : 1;
   if (t.q4) {
-    v.dtype = DType::kF32;
-    v.data = tiers_.At(p_.expanded_weights) + t.expanded_offset;
-    return v;
+    w.data = tiers_.Device(p_.expanded_weights)
+                 .Sub(static_cast<uint64_t>(t.expanded_offset),
+                      static_cast<uint64_t>(w.numel()) * sizeof(float), SpanType::kF32);
+    return w;
   }
-  v.data = t.on_gpu() ? static_cast<const void*>(tiers_.At(t.gpu_home))
-                      : static_cast<const void*>(tiers_.At(p_.weight_slots[slot]) + t.slot_offset);
-  return v;
+  const uint64_t bytes = static_cast<uint64_t>(w.numel()) * DTypeBytes(t.source.dtype);
+  const SpanType type = SpanTypeOf(t.source.dtype);
+  w.data = t.on_gpu() ? tiers_.Device(t.gpu_home).Sub(0, bytes, type)
+                      : tiers_.Device(p_.weight_slots[slot])
+                            .Sub(static_cast<uint64_t>(t.slot_offset), bytes, type);
+  return w;
 }
 
-void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, LaneRecord& record) {
+void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stream,
+                       LaneRecord& record) {
   const int k = step.micro_batch;
   const ActivationPlacement& a = p_.activations;
-  auto* hidden = reinterpret_cast<float*>(step.activation_slot >= 0
-                                              ? tiers_.At(a.slots[step.activation_slot])
-                                              : tiers_.At(a.homes[static_cast<size_t>(k)].gpu));
-  const int slot = std::max(step.weight_slot, 0);
   const StepInput& in = run.inputs[static_cast<size_t>(k)];
+  const DeviceSpan hidden_buffer =
+      tiers_.Device(step.activation_slot >= 0 ? a.slots[step.activation_slot]
+                                              : a.homes[static_cast<size_t>(k)].gpu);
+  const int slot = std::max(step.weight_slot, 0);
   if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, run, record);
-  switch (RoleOfLayer(step.layer, blocks)) {
-    case LayerRole::kInputEmbedding:
-      Input(step, run, hidden);
-      break;
+  const LayerRole role = RoleOfLayer(step.layer, blocks);
+  if (role == LayerRole::kInputEmbedding) {
+    // The step's rows are known once Input() has made its StepInput.
+    Input(step, run, stream, hidden_buffer);
+    return;
+  }
+  const DeviceSpan hidden = Rows(hidden_buffer, int64_t{in.batch} * in.new_tokens,
+                                 model_.config().hidden_size);
+  switch (role) {
     case LayerRole::kAttention:
-      Attention(step, BlockOfLayer(step.layer), run, hidden, record);
+      Attention(step, BlockOfLayer(step.layer), run, stream, hidden, record);
       break;
     case LayerRole::kMlp:
-      transformer_.MlpLayer(block_views_[slot][static_cast<size_t>(BlockOfLayer(step.layer))],
+      transformer_.MlpLayer(stream,
+                            block_views_[slot][static_cast<size_t>(BlockOfLayer(step.layer))],
                             in.batch * in.new_tokens, hidden);
       break;
     case LayerRole::kOutput:
-      Output(step, run, hidden);
+      Output(step, run, stream, hidden);
+      break;
+    case LayerRole::kInputEmbedding:
       break;
   }
 }
@@ -144,7 +183,7 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
   record.CountWeightExpansion();
 }
 
-void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
+void BlockCompute::Input(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden) {
   const int k = step.micro_batch;
   const int first = k * run.gpu_batch_size;
   StepInput& in = run.inputs[static_cast<size_t>(k)];
@@ -176,8 +215,8 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
       in.positions[static_cast<size_t>(b)] = in.cache_len - 1 - in.start[static_cast<size_t>(b)];
     }
   }
-  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
-  TensorView token_table = w.token_embedding, position_table = w.position_embedding;
+  const int slot = std::max(step.weight_slot, 0);
+  DeviceModelWeights w = model_views_[slot];
   std::vector<int32_t> token_rows(in.tokens), position_rows = transformer_.PositionRows(in);
   for (const PlacedTensor& t : p_.weights.input().tensors) {
     if (t.slot_offset < 0) continue;
@@ -185,9 +224,12 @@ void BlockCompute::Input(const Step& step, BlockRun& run, float* hidden) {
     const bool positions = t.model_field == &ModelWeights::position_embedding;
     const std::vector<int32_t>& rows = run.input_rows.of(t);
     for (int32_t& r : positions ? position_rows : token_rows) r = RowIndex(rows, r);
-    (positions ? position_table : token_table).shape[0] = static_cast<int64_t>(rows.size());
+    SameField(w, t.model_field) = View(t, slot, static_cast<int64_t>(rows.size()));
   }
-  transformer_.EmbedRows(token_rows, position_rows, token_table, position_table, hidden);
+  transformer_.EmbedRows(stream, token_rows, position_rows, w.token_embedding,
+                         w.position_embedding,
+                         Rows(hidden, int64_t{in.batch} * in.new_tokens,
+                              model_.config().hidden_size));
 }
 
 void BlockCompute::BuildRows(const Step& step, int block, int rows) {
@@ -213,12 +255,20 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   }
 }
 
-void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* hidden,
-                             LaneRecord& record) {
+void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream& stream,
+                             DeviceSpan hidden, LaneRecord& record) {
   const ModelConfig& cfg = model_.config();
   const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
-  const LayerWeights& w = block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
-  const Transformer::AttentionBuffers buf = transformer_.AttentionInputs(w, in, hidden);
+  const DeviceLayerWeights& w =
+      block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
+  const Transformer::AttentionBuffers spans =
+      transformer_.AttentionInputs(stream, w, in, hidden);
+  // The steps below read and write these by address (see Run).
+  struct {
+    float *q, *k, *v, *attn;
+  } buf{reinterpret_cast<float*>(tiers_.At(spans.q)), reinterpret_cast<float*>(tiers_.At(spans.k)),
+        reinterpret_cast<float*>(tiers_.At(spans.v)),
+        reinterpret_cast<float*>(tiers_.At(spans.attn))};
   const int kvh = cfg.num_kv_heads;
   const int rows = in.batch * kvh;
   BuildRows(step, block, rows);
@@ -275,7 +325,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
   if (!q4) {
     AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
   } else if (step.token == 0) {
-    PrefillOnFp32(in, buf, shape);
+    PrefillOnFp32(in, buf.q, buf.k, buf.v, buf.attn, shape);
   } else {
     AttendRowsQ4(q4_shape, q, rows_, 0, local, in.start.data(), buf.attn, &exact);
   }
@@ -305,7 +355,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, float* 
     std::memcpy(buf.attn + begin, out_cpu + begin, bytes);
     record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
-  transformer_.AttentionOutput(w, in.batch * in.new_tokens, buf.attn, hidden);
+  transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, spans.attn, hidden);
 }
 
 std::pair<float*, float*> BlockCompute::ExactRows(const Step& step, int block) const {
@@ -366,8 +416,8 @@ void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, cons
   }
 }
 
-void BlockCompute::PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
-                                 AttentionShape shape) {
+void BlockCompute::PrefillOnFp32(const StepInput& in, const float* q, const float* k,
+                                 const float* v, float* attn, AttentionShape shape) {
   // As Transformer's prefill on a compressed cache: the prompt attends to its own fp32 keys and
   // values (no earlier slots), laid out [kv_heads, cache_len, head_dim], one sequence at a time
   // (each sequence's attention is computed on its own either way).
@@ -384,22 +434,38 @@ void BlockCompute::PrefillOnFp32(const StepInput& in, const Transformer::Attenti
       for (int h = 0; h < kvh; ++h) {
         const size_t src = ((static_cast<size_t>(b) * in.new_tokens + t) * kvh + h) * d;
         const size_t dst = (static_cast<size_t>(h) * in.cache_len + t) * d;
-        std::memcpy(kf + dst, buf.k + src, d * sizeof(float));
-        std::memcpy(vf + dst, buf.v + src, d * sizeof(float));
+        std::memcpy(kf + dst, k + src, d * sizeof(float));
+        std::memcpy(vf + dst, v + src, d * sizeof(float));
       }
     }
-    device_.Attention(shape, buf.q + b * seq_floats, kf, vf, in.start.data() + b,
-                      buf.attn + b * seq_floats);
+    device_.Attention(shape, q + b * seq_floats, kf, vf, in.start.data() + b,
+                      attn + b * seq_floats);
   }
 }
 
-void BlockCompute::Output(const Step& step, BlockRun& run, const float* hidden) {
+void BlockCompute::LogitsOf(const Step& step, Stream& stream, int rows) {
+  const ModelConfig& cfg = model_.config();
+  const DeviceSpan last = Rows(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size);
+  const DeviceSpan logits = Rows(tiers_.Device(p_.logits), rows, cfg.vocab_size);
+  transformer_.Logits(stream, model_views_[std::max(step.weight_slot, 0)], last, rows, logits);
+  logits_.resize(static_cast<size_t>(rows) * cfg.vocab_size);
+  stream.CopyToHost({reinterpret_cast<uint8_t*>(logits_.data()), logits.bytes()}, logits);
+  stream.Record(*logits_ready_);
+  logits_ready_->HostWait();
+}
+
+void BlockCompute::Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden) {
   const ModelConfig& cfg = model_.config();
   const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
-  const size_t h = static_cast<size_t>(cfg.hidden_size);
-  auto* last = reinterpret_cast<float*>(tiers_.At(p_.last_hidden));
-  auto* logits = reinterpret_cast<float*>(tiers_.At(p_.logits));
-  const ModelWeights& w = model_views_[std::max(step.weight_slot, 0)];
+  const uint64_t row_bytes = static_cast<uint64_t>(cfg.hidden_size) * sizeof(float);
+  const DeviceSpan last = tiers_.Device(p_.last_hidden);
+  // Hidden row `row` to row `to` of last_hidden, on the stream.
+  const auto take = [&](int64_t row, int64_t to, int64_t rows) {
+    stream.CopyOnDevice(last.Sub(static_cast<uint64_t>(to) * row_bytes,
+                                 static_cast<uint64_t>(rows) * row_bytes),
+                        hidden.Sub(static_cast<uint64_t>(row) * row_bytes,
+                                   static_cast<uint64_t>(rows) * row_bytes));
+  };
   const int first = step.micro_batch * run.gpu_batch_size;
   if (step.token == 0) {
     // Prompt logits: each asking sequence's real rows, gpu_batch_size rows at a time through the
@@ -409,19 +475,15 @@ void BlockCompute::Output(const Step& step, BlockRun& run, const float* hidden) 
       const int start = in.start[static_cast<size_t>(b)];
       for (int t = start; t < in.new_tokens; t += run.gpu_batch_size) {
         const int rows = std::min(run.gpu_batch_size, in.new_tokens - t);
-        std::memcpy(last, hidden + (static_cast<size_t>(b) * in.new_tokens + t) * h,
-                    static_cast<size_t>(rows) * h * sizeof(float));
-        transformer_.Logits(w.final_norm, w.final_norm_bias, w.lm_head, last, rows, logits);
-        run.sequences->AddPromptLogits(first + b, logits, rows, cfg.vocab_size);
+        take(int64_t{b} * in.new_tokens + t, 0, rows);
+        LogitsOf(step, stream, rows);
+        run.sequences->AddPromptLogits(first + b, logits_.data(), rows, cfg.vocab_size);
       }
     }
   }
-  for (int b = 0; b < in.batch; ++b) {
-    const size_t row = static_cast<size_t>(b) * in.new_tokens + in.new_tokens - 1;
-    std::memcpy(last + b * h, hidden + row * h, h * sizeof(float));
-  }
-  transformer_.Logits(w.final_norm, w.final_norm_bias, w.lm_head, last, in.batch, logits);
-  run.sequences->Sample(first, in.batch, logits, cfg.vocab_size, step.token);
+  for (int b = 0; b < in.batch; ++b) take(int64_t{b} * in.new_tokens + in.new_tokens - 1, b, 1);
+  LogitsOf(step, stream, in.batch);
+  run.sequences->Sample(first, in.batch, logits_.data(), cfg.vocab_size, step.token);
 }
 
 }  // namespace strata

@@ -21,6 +21,7 @@
 // when its last slot is written, from the step's keys and the exact rows.
 #pragma once
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -58,17 +59,21 @@ struct BlockRun {
 // Thread-compatible: only the compute lane uses it.
 class BlockCompute {
  public:
-  // REQUIRES: all outlive this object; `transformer` runs on the device backend; `cpu_backend`
-  // is the CPU's (the same kind in builds without CUDA, never the same object as the device's).
-  BlockCompute(const Model& model, Transformer& transformer, Backend& device_backend,
-               Backend& cpu_backend, const Placement& placement, const MemoryTiers& tiers);
+  // REQUIRES: all outlive this object; `cpu_backend` is the CPU's (the same kind in builds
+  // without CUDA, never the same object as the device's).
+  BlockCompute(const Model& model, Backend& device_backend, Backend& cpu_backend,
+               const Placement& placement, const MemoryTiers& tiers);
 
-  // Runs compute step `step` of `run`.
-  void Run(const Step& step, int blocks, BlockRun& run, LaneRecord& record);
+  // Runs compute step `step` of `run`, its device work on `stream` (the compute lane's). Until
+  // every op takes spans, the attention, cache and 4-bit weight steps still read and write device
+  // bytes by address on the calling thread: the device backend's streams must then run their
+  // work on the thread that gives it (the CPU backend's inline streams).
+  void Run(const Step& step, int blocks, BlockRun& run, Stream& stream, LaneRecord& record);
 
  private:
-  void Input(const Step& step, BlockRun& run, float* hidden);
-  void Attention(const Step& step, int block, BlockRun& run, float* hidden, LaneRecord& record);
+  void Input(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
+  void Attention(const Step& step, int block, BlockRun& run, Stream& stream, DeviceSpan hidden,
+                 LaneRecord& record);
   // Smoothed keys (plan.smooth_keys()): at the prefill fits the micro-batch's smoothing of
   // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into
   // smoothed_k_ and, in a decode step, scales q into scaled_q_.
@@ -77,30 +82,35 @@ class BlockCompute {
   // exact rows of layer `block` in placement's cache.exact (Q4ExactRows' layout).
   std::pair<float*, float*> ExactRows(const Step& step, int block) const;
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
-  void PrefillOnFp32(const StepInput& in, const Transformer::AttentionBuffers& buf,
-                     AttentionShape shape);
+  void PrefillOnFp32(const StepInput& in, const float* q, const float* k, const float* v,
+                     float* attn, AttentionShape shape);
   // The output layer: the logits of each sequence's newest row, sampled (BlockSequences); at the
   // prefill also those of every real prompt row of a sequence that asks for its prompt logits.
-  void Output(const Step& step, BlockRun& run, const float* hidden);
+  void Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
+  // logits[rows, vocab] of `rows` rows of last_hidden, in logits_: computed on `stream` and read
+  // back, waited for.
+  void LogitsOf(const Step& step, Stream& stream, int rows);
   // The KV rows of slice (block, k) for `step`, in rows_.
   void BuildRows(const Step& step, int block, int rows);
-  // Weight views for placed layer `layer` assembled in `slot` (or at home); a 4-bit tensor's
-  // is its fp32 expansion.
-  TensorView View(const PlacedTensor& t, int slot) const;
+  // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
+  // (all of them: -1); a 4-bit tensor's is its fp32 expansion.
+  DeviceWeight View(const PlacedTensor& t, int slot, int64_t rows = -1) const;
   // 4-bit weights: at micro-batch 0 expands the step's scheduling layer (from its weight slot
   // and GPU homes) into placement's expanded_weights, which every micro-batch of the layer then
   // reads; so once per layer per token step, counted in `record`.
   void ExpandWeights(const Step& step, int blocks, const BlockRun& run, LaneRecord& record);
 
   const Model& model_;
-  Transformer& transformer_;
   Backend& device_;
   Backend& cpu_;
   const Placement& p_;
   const MemoryTiers& tiers_;
   const bool delegate_;
-  std::vector<LayerWeights> block_views_[2];  // [slot][block]
-  ModelWeights model_views_[2];               // input and output tensors, [slot]
+  Transformer transformer_;
+  std::vector<DeviceLayerWeights> block_views_[2];  // [slot][block]
+  DeviceModelWeights model_views_[2];               // input and output tensors, [slot]
+  std::unique_ptr<Event> logits_ready_;
+  std::vector<float> logits_;  // LogitsOf's
   std::vector<KvRow> rows_;
   std::vector<float> scratch_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds

@@ -1,6 +1,7 @@
 #include "src/runtime/offload_generator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 
@@ -32,8 +33,7 @@ OffloadGenerator::OffloadGenerator(const Model& model, Backend& backend, const T
       tokenizer_(tokenizer),
       eog_ids_(std::move(eog_ids)),
       options_(std::move(options)),
-      cpu_backend_(MakeCpuBackend()),
-      transformer_(std::make_unique<Transformer>(model, backend)) {}
+      cpu_backend_(MakeCpuBackend()) {}
 
 OffloadGenerator::~OffloadGenerator() = default;
 
@@ -62,6 +62,7 @@ Status OffloadGenerator::Prepare(int prompt_len, int max_len) {
 }
 
 Status OffloadGenerator::Place(int prompt_len, int max_len) {
+  const auto start = std::chrono::steady_clock::now();
   const Plan& plan = options_.plan;
   const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
   auto engine = std::make_unique<Engine>();
@@ -80,11 +81,11 @@ Status OffloadGenerator::Place(int prompt_len, int max_len) {
     STRATA_RETURN_IF_ERROR(
         CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, backend_));
   }
-  engine->executor = std::make_unique<BlockExecutor>(model_, *transformer_, backend_,
-                                                     *cpu_backend_, engine->placement,
-                                                     *engine->tiers);
+  engine->executor = std::make_unique<BlockExecutor>(model_, backend_, *cpu_backend_,
+                                                     engine->placement, *engine->tiers);
   engine_ = std::move(engine);
   ++placements_;
+  placement_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return Status::Ok();
 }
 
@@ -172,8 +173,6 @@ Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
   }
   // Disk weights read in place from the store live on disk as much as the scratch file does.
   m.peak_bytes.disk_bytes += static_cast<int64_t>(engine_->placement.weights.store_disk_bytes);
-  // The compute lane's workspaces live on the device too.
-  m.peak_bytes.gpu_bytes += static_cast<int64_t>(transformer_->workspace_bytes());
   m.planned_bytes = engine_->planned;
   if (options_.keep_trace) {
     const double offset_us = metrics_.wall_s * 1e6;

@@ -74,8 +74,10 @@ class OffloadGenerator {
 
   // Summed over every block run so far (peaks: the largest).
   const ExecutorMetrics& metrics() const { return metrics_; }
-  // How many times the tiers were set up so far (each time every weight is copied home).
+  // How many times the tiers were set up so far (each time every weight is copied home), and the
+  // seconds that took.
   int placements() const { return placements_; }
+  double placement_s() const { return placement_s_; }
   // The spans of every block run so far, one after another. REQUIRES: options.keep_trace.
   Status WriteTrace(const std::string& path) const;
 
@@ -101,12 +103,12 @@ class OffloadGenerator {
   std::vector<int32_t> eog_ids_;
   OffloadOptions options_;
   std::unique_ptr<Backend> cpu_backend_;
-  std::unique_ptr<Transformer> transformer_;
   std::unique_ptr<Engine> engine_;
   ExecutorMetrics metrics_;
   std::vector<TraceSpan> trace_;
   const std::atomic<bool>* cancel_ = nullptr;
   int placements_ = 0;
+  double placement_s_ = 0;
 };
 
 }  // namespace strata

@@ -1,8 +1,7 @@
 #include "src/runtime/transformer.h"
 
-#include <algorithm>
-
 #include "src/core/check.h"
+#include "src/memory/placement.h"
 
 namespace strata {
 namespace {
@@ -35,23 +34,40 @@ RopeSpec RopeFor(const ModelConfig& c) {
 
 }  // namespace
 
-Transformer::Transformer(const Model& model, Backend& backend)
+Transformer::Transformer(const Model& model, Backend& backend, DeviceSpan workspace,
+                         int64_t max_rows)
     : config_(model.config()),
       learned_positions_(model.weights().position_embedding.present()),
       backend_(backend) {
-  if (config_.use_rope) {
-    inv_freq_.resize(static_cast<size_t>(config_.head_dim / 2));
-    RopeInverseFrequencies(RopeFor(config_), inv_freq_.data());
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t inter = c.intermediate_size;
+  uint64_t at = 0;
+  const auto carve = [&](int64_t width) {
+    const uint64_t bytes = static_cast<uint64_t>(max_rows * width) * sizeof(float);
+    const DeviceSpan buffer = workspace.Sub(at, bytes, SpanType::kF32);
+    at += bytes;
+    return buffer;
+  };
+  normed_ = carve(h);
+  q_ = carve(q_width);
+  k_ = carve(kv_width);
+  v_ = carve(kv_width);
+  attn_ = carve(q_width);
+  proj_ = carve(h);
+  up_ = carve(inter);
+  if (c.gated_mlp) gate_ = carve(inter);
+  STRATA_CHECK(at == workspace.bytes() && at == TransformerWorkspaceBytes(c, max_rows));
+  if (c.use_rope) {
+    inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
+    RopeInverseFrequencies(RopeFor(c), inv_freq_.data());
   }
 }
 
-float* Transformer::Workspace(std::vector<float>& buf, size_t n) {
-  if (buf.size() < n) {
-    // Exactly n: a bare resize may double the capacity, and the plan counts these bytes.
-    buf.reserve(n);
-    buf.resize(n);
-  }
-  return buf.data();
+DeviceSpan Transformer::Rows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
+  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float));
 }
 
 std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
@@ -61,109 +77,96 @@ std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
   return rows;
 }
 
-void Transformer::EmbedRows(std::span<const int32_t> token_rows,
+void Transformer::EmbedRows(Stream& stream, std::span<const int32_t> token_rows,
                             std::span<const int32_t> position_rows,
-                            const TensorView& token_embedding, const TensorView& position_embedding,
-                            float* hidden) {
-  const int rows = static_cast<int>(token_rows.size());
-  backend_.Embed(token_embedding, token_rows.data(), rows, hidden);
+                            const DeviceWeight& token_embedding,
+                            const DeviceWeight& position_embedding, DeviceSpan hidden) {
+  backend_.Embed(stream, token_embedding, token_rows, hidden);
   if (position_embedding.present()) {
     STRATA_CHECK(position_rows.size() == token_rows.size());
-    backend_.AddPositionEmbedding(position_embedding, position_rows.data(), rows, hidden);
+    backend_.AddPositionEmbedding(stream, position_embedding, position_rows, hidden);
   }
 }
 
-Transformer::AttentionBuffers Transformer::AttentionInputs(const LayerWeights& w,
+Transformer::AttentionBuffers Transformer::AttentionInputs(Stream& stream,
+                                                           const DeviceLayerWeights& w,
                                                            const StepInput& in,
-                                                           const float* hidden) {
+                                                           DeviceSpan hidden) {
   const ModelConfig& c = config_;
   const int rows = in.batch * in.new_tokens;
-  const size_t h = static_cast<size_t>(c.hidden_size);
-  const size_t q_width = static_cast<size_t>(c.num_heads) * c.head_dim;
-  const size_t kv_width = static_cast<size_t>(c.num_kv_heads) * c.head_dim;
-  float* normed = Workspace(normed_, rows * h);
+  const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
+  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
-    backend_.LayerNorm(hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows, c.hidden_size,
-                       normed);
+    backend_.LayerNorm(stream, hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows,
+                       c.hidden_size, normed);
   } else {
-    backend_.RmsNorm(hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
+    backend_.RmsNorm(stream, hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  float* q = Workspace(q_, rows * q_width);
-  float* k = Workspace(k_, rows * kv_width);
-  float* v = Workspace(v_, rows * kv_width);
-  backend_.Linear(normed, rows, w.wq, w.bq, q);
-  backend_.Linear(normed, rows, w.wk, w.bk, k);
-  backend_.Linear(normed, rows, w.wv, w.bv, v);
+  const DeviceSpan q = Rows(q_, rows, q_width);
+  const DeviceSpan k = Rows(k_, rows, kv_width);
+  const DeviceSpan v = Rows(v_, rows, kv_width);
+  backend_.Linear(stream, normed, rows, w.wq, w.bq, q);
+  backend_.Linear(stream, normed, rows, w.wk, w.bk, k);
+  backend_.Linear(stream, normed, rows, w.wv, w.bv, v);
   if (w.q_norm.present()) {  // each head's slice is a row of head_dim
-    backend_.RmsNorm(q, w.q_norm, c.norm_eps, rows * c.num_heads, c.head_dim, q);
-    backend_.RmsNorm(k, w.k_norm, c.norm_eps, rows * c.num_kv_heads, c.head_dim, k);
+    backend_.RmsNorm(stream, q, w.q_norm, c.norm_eps, rows * c.num_heads, c.head_dim, q);
+    backend_.RmsNorm(stream, k, w.k_norm, c.norm_eps, rows * c.num_kv_heads, c.head_dim, k);
   }
   if (c.use_rope) {
-    backend_.Rope(q, in.positions.data(), rows, c.num_heads, c.head_dim, inv_freq_.data());
-    backend_.Rope(k, in.positions.data(), rows, c.num_kv_heads, c.head_dim, inv_freq_.data());
+    backend_.Rope(stream, q, in.positions, c.num_heads, c.head_dim, inv_freq_);
+    backend_.Rope(stream, k, in.positions, c.num_kv_heads, c.head_dim, inv_freq_);
   }
-  return {q, k, v, Workspace(attn_, rows * q_width)};
+  return {q, k, v, Rows(attn_, rows, q_width)};
 }
 
-void Transformer::AttentionOutput(const LayerWeights& w, int rows, const float* attn,
-                                  float* hidden) {
-  const size_t h = static_cast<size_t>(config_.hidden_size);
-  float* proj = Workspace(proj_, rows * h);
-  backend_.Linear(attn, rows, w.wo, w.bo, proj);
-  backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
+void Transformer::AttentionOutput(Stream& stream, const DeviceLayerWeights& w, int rows,
+                                  DeviceSpan attn, DeviceSpan hidden) {
+  const DeviceSpan proj = Rows(proj_, rows, config_.hidden_size);
+  backend_.Linear(stream, attn, rows, w.wo, w.bo, proj);
+  backend_.Add(stream, hidden, proj);
 }
 
-uint64_t Transformer::workspace_bytes() const {
-  size_t n = 0;
-  for (const std::vector<float>* b :
-       {&normed_, &q_, &k_, &v_, &attn_, &proj_, &up_, &gate_}) {
-    n += b->capacity();
-  }
-  return n * sizeof(float);
-}
-
-void Transformer::MlpLayer(const LayerWeights& w, int rows, float* hidden) {
+void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows,
+                           DeviceSpan hidden) {
   const ModelConfig& c = config_;
-  const size_t h = static_cast<size_t>(c.hidden_size);
-  const int64_t inter = static_cast<int64_t>(rows) * c.intermediate_size;
-
-  float* normed = Workspace(normed_, rows * h);
+  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
-    backend_.LayerNorm(hidden, w.mlp_norm, w.mlp_norm_bias, c.norm_eps, rows, c.hidden_size,
-                       normed);
+    backend_.LayerNorm(stream, hidden, w.mlp_norm, w.mlp_norm_bias, c.norm_eps, rows,
+                       c.hidden_size, normed);
   } else {
-    backend_.RmsNorm(hidden, w.mlp_norm, c.norm_eps, rows, c.hidden_size, normed);
+    backend_.RmsNorm(stream, hidden, w.mlp_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  float* up = Workspace(up_, static_cast<size_t>(inter));
-  backend_.Linear(normed, rows, w.w_up, w.b_up, up);
-  float* act = up;
+  const DeviceSpan up = Rows(up_, rows, c.intermediate_size);
+  backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
+  DeviceSpan act = up;
   if (c.gated_mlp) {
-    float* gate = Workspace(gate_, static_cast<size_t>(inter));
-    backend_.Linear(normed, rows, w.w_gate, w.b_gate, gate);
-    backend_.SiluMul(gate, up, inter);
+    const DeviceSpan gate = Rows(gate_, rows, c.intermediate_size);
+    backend_.Linear(stream, normed, rows, w.w_gate, w.b_gate, gate);
+    backend_.SiluMul(stream, gate, up);
     act = gate;
   } else {
-    backend_.Activate(c.activation == Activation::kGelu ? ActivationKind::kGelu
+    backend_.Activate(stream,
+                      c.activation == Activation::kGelu ? ActivationKind::kGelu
                                                         : ActivationKind::kRelu,
-                      up, inter);
+                      up);
   }
-  float* proj = Workspace(proj_, rows * h);
-  backend_.Linear(act, rows, w.w_down, w.b_down, proj);
-  backend_.Add(hidden, proj, static_cast<int64_t>(rows * h));
+  const DeviceSpan proj = Rows(proj_, rows, c.hidden_size);
+  backend_.Linear(stream, act, rows, w.w_down, w.b_down, proj);
+  backend_.Add(stream, hidden, proj);
 }
 
-void Transformer::Logits(const TensorView& final_norm, const TensorView& final_norm_bias,
-                         const TensorView& lm_head, const float* hidden, int rows,
-                         float* logits) {
+void Transformer::Logits(Stream& stream, const DeviceModelWeights& w, DeviceSpan hidden,
+                         int rows, DeviceSpan logits) {
   const ModelConfig& c = config_;
-  float* normed = Workspace(normed_, static_cast<size_t>(rows) * c.hidden_size);
+  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
-    backend_.LayerNorm(hidden, final_norm, final_norm_bias, c.norm_eps, rows, c.hidden_size,
-                       normed);
+    backend_.LayerNorm(stream, hidden, w.final_norm, w.final_norm_bias, c.norm_eps, rows,
+                       c.hidden_size, normed);
   } else {
-    backend_.RmsNorm(hidden, final_norm, c.norm_eps, rows, c.hidden_size, normed);
+    backend_.RmsNorm(stream, hidden, w.final_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  backend_.Linear(normed, rows, lm_head, TensorView{}, logits);
+  backend_.Linear(stream, normed, rows, w.lm_head, DeviceWeight{}, logits);
 }
 
 }  // namespace strata

@@ -2,7 +2,9 @@
 // block an attention layer and an MLP layer, then the output layer — each callable on its own
 // for one micro-batch over weights the caller gives, so an executor can place weights and the KV
 // cache itself and interleave layers and micro-batches as it likes (src/runtime/executor.h).
-// Not thread-safe: it owns reusable workspaces.
+// Every op goes to the stream the caller gives, over device memory: weights where placement put
+// them, hidden states and the Transformer's own buffers (a workspace placement reserves).
+// Not thread-safe: its buffers are reused by every call.
 #pragma once
 
 #include <cstdint>
@@ -15,10 +17,18 @@
 
 namespace strata {
 
+// Where placement put one layer's weights, and the input and output layers' tensors.
+using DeviceLayerWeights = LayerTensors<DeviceWeight>;
+struct DeviceModelWeights {
+  DeviceWeight token_embedding, position_embedding, final_norm, final_norm_bias, lm_head;
+};
+
 class Transformer {
  public:
-  // REQUIRES: `model` and `backend` outlive the Transformer.
-  Transformer(const Model& model, Backend& backend);
+  // REQUIRES: `model` and `backend` outlive the Transformer; `workspace` is
+  // TransformerWorkspaceBytes(model.config(), max_rows) bytes of the backend's arena
+  // (src/memory/placement.h), used by nothing else; no step has more than max_rows token rows.
+  Transformer(const Model& model, Backend& backend, DeviceSpan workspace, int64_t max_rows);
 
   const ModelConfig& config() const { return config_; }
 
@@ -29,39 +39,36 @@ class Transformer {
   // position_embedding[position_rows[i]] where present). The rows are the tokens and
   // PositionRows(); an executor that brings only some rows of the tables passes their indices
   // there (src/runtime/input_rows.h).
-  void EmbedRows(std::span<const int32_t> token_rows, std::span<const int32_t> position_rows,
-                 const TensorView& token_embedding, const TensorView& position_embedding,
-                 float* hidden);
+  void EmbedRows(Stream& stream, std::span<const int32_t> token_rows,
+                 std::span<const int32_t> position_rows, const DeviceWeight& token_embedding,
+                 const DeviceWeight& position_embedding, DeviceSpan hidden);
   // The attention sub-block up to the cache: norm, q/k/v projections and RoPE of the step's rows.
-  // The buffers are workspaces of this Transformer, valid until its next call: q and attn are
+  // The buffers are this Transformer's, valid until its next call: q and attn are
   // [rows, heads * head_dim], k and v [rows, kv_heads * head_dim]; attn is for the caller's
   // attention output.
   struct AttentionBuffers {
-    float* q;
-    float* k;
-    float* v;
-    float* attn;
+    DeviceSpan q, k, v, attn;
   };
-  AttentionBuffers AttentionInputs(const LayerWeights& w, const StepInput& in,
-                                   const float* hidden);
+  AttentionBuffers AttentionInputs(Stream& stream, const DeviceLayerWeights& w,
+                                   const StepInput& in, DeviceSpan hidden);
   // The attention sub-block after the cache: hidden += attn * wo^T (+ bo).
-  void AttentionOutput(const LayerWeights& w, int rows, const float* attn, float* hidden);
+  void AttentionOutput(Stream& stream, const DeviceLayerWeights& w, int rows, DeviceSpan attn,
+                       DeviceSpan hidden);
   // The MLP sub-block with its residual.
-  void MlpLayer(const LayerWeights& w, int rows, float* hidden);
+  void MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows, DeviceSpan hidden);
   // logits[rows, vocab] for the given hidden rows (final norm, then the LM head).
-  void Logits(const TensorView& final_norm, const TensorView& final_norm_bias,
-              const TensorView& lm_head, const float* hidden, int rows, float* logits);
-  // Bytes of workspace held now; workspaces only grow, so this is their peak.
-  uint64_t workspace_bytes() const;
+  void Logits(Stream& stream, const DeviceModelWeights& w, DeviceSpan hidden, int rows,
+              DeviceSpan logits);
 
  private:
-  float* Workspace(std::vector<float>& buf, size_t n);
+  // The first `rows` rows of `buffer`, a buffer of `width` fp32 values per row.
+  static DeviceSpan Rows(const DeviceSpan& buffer, int64_t rows, int64_t width);
 
   const ModelConfig& config_;
   const bool learned_positions_;
   Backend& backend_;
   std::vector<float> inv_freq_;
-  std::vector<float> normed_, q_, k_, v_, attn_, proj_, up_, gate_;
+  DeviceSpan normed_, q_, k_, v_, attn_, proj_, up_, gate_;  // max_rows rows each
 };
 
 }  // namespace strata

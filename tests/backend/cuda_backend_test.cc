@@ -1,9 +1,10 @@
 // CudaBackend against CpuBackend through the Backend interface: every op on the same random
-// inputs, compared by normalised error. Weights are host TensorViews (the upload cache) and
-// device TensorViews (used in place); index arrays are host and device memory.
+// inputs, compared by normalised error. Each backend runs the ops on a stream of its own over spans
+// of an arena of its own; inputs go in and results come back through that stream's copies.
 #include <cmath>
 #include <cstdint>
-#include <deque>
+#include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/rope.h"
@@ -11,6 +12,7 @@
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/backend/cuda/cuda_backend.h"
 #include "src/backend/cuda/gemm.h"
+#include "src/core/check.h"
 #include "tests/backend/gpu_test_util.h"
 
 namespace strata::testing {
@@ -21,13 +23,6 @@ struct HostWeight {
   std::vector<float> f32;
   std::vector<uint16_t> bits;
   std::vector<float> values;
-  TensorView View(DType dtype, std::vector<int64_t> shape) const {
-    TensorView t;
-    t.dtype = dtype;
-    t.shape = std::move(shape);
-    t.data = dtype == DType::kF32 ? static_cast<const void*>(f32.data()) : bits.data();
-    return t;
-  }
 };
 
 HostWeight MakeWeight(std::mt19937_64& rng, size_t n, DType dtype, float stddev) {
@@ -43,6 +38,73 @@ HostWeight MakeWeight(std::mt19937_64& rng, size_t n, DType dtype, float stddev)
   return w;
 }
 
+template <typename T>
+std::span<const uint8_t> Bytes(const std::vector<T>& v) {
+  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
+}
+
+// One backend's side of a test: an arena that spans are taken from in order, the stream that the
+// copies and ops run on, and an event to wait for them. Host vectors given to it must stay until
+// the next Read.
+class BackendWorkspace {
+ public:
+  BackendWorkspace(Backend& backend, uint64_t bytes)
+      : stream_(backend.MakeStream()), event_(backend.MakeEvent()) {
+    auto arena = backend.AllocateDeviceArena(bytes);
+    STRATA_CHECK_MSG(arena.ok(), arena.status().ToString().c_str());
+    arena_ = std::move(*arena);
+  }
+
+  Stream& stream() { return *stream_; }
+
+  // A fresh span of n floats, every byte 0xFF (NaN), so that unwritten outputs show.
+  DeviceSpan Floats(size_t n) {
+    const DeviceSpan span = Take(n * sizeof(float), SpanType::kF32);
+    stream_->Fill(span, 0xFF);
+    return span;
+  }
+  // A fresh span holding `values`.
+  DeviceSpan Floats(const std::vector<float>& values) {
+    const DeviceSpan span = Take(values.size() * sizeof(float), SpanType::kF32);
+    stream_->CopyToDevice(span, Bytes(values));
+    return span;
+  }
+  // `w` as a rows x cols weight of `dtype`.
+  DeviceWeight Weight(const HostWeight& w, DType dtype, int64_t rows, int64_t cols = 1) {
+    const std::span<const uint8_t> bytes = dtype == DType::kF32 ? Bytes(w.f32) : Bytes(w.bits);
+    const DeviceWeight weight{Take(bytes.size(), SpanTypeOf(dtype)), rows, cols};
+    stream_->CopyToDevice(weight.data, bytes);
+    return weight;
+  }
+  // The floats of `span` once all the work given so far has finished.
+  std::vector<float> Read(DeviceSpan span) {
+    std::vector<float> host(span.bytes() / sizeof(float));
+    stream_->CopyToHost({reinterpret_cast<uint8_t*>(host.data()), span.bytes()}, span);
+    stream_->Record(*event_);
+    event_->HostWait();
+    return host;
+  }
+  // Spans are taken from the arena's start again. REQUIRES: no work given is pending (a Read
+  // since).
+  void Reset() { used_ = 0; }
+
+ private:
+  DeviceSpan Take(uint64_t bytes, SpanType type) {
+    STRATA_CHECK(used_ + bytes <= arena_->capacity_bytes());
+    const DeviceSpan span = arena_->Span(used_, bytes, type);
+    used_ += (bytes + 255) / 256 * 256;
+    return span;
+  }
+
+  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Event> event_;
+  std::unique_ptr<DeviceArena> arena_;
+  uint64_t used_ = 0;
+};
+
+// Enough for the largest case: a 4097 x 1000 fp32 weight and its activations.
+constexpr uint64_t kArenaBytes = uint64_t{64} << 20;
+
 class CudaBackendTest : public GpuTest {
  protected:
   void SetUp() override {
@@ -51,18 +113,14 @@ class CudaBackendTest : public GpuTest {
     cpu_ = MakeCpuBackend();
     gpu_ = MakeCudaBackend();
     ASSERT_NE(gpu_, nullptr);
+    host_ = std::make_unique<BackendWorkspace>(*cpu_, kArenaBytes);
+    dev_ = std::make_unique<BackendWorkspace>(*gpu_, kArenaBytes);
   }
 
-  // A weight that lives as long as the test: the CUDA backend caches host weights by address, so
-  // freeing one and allocating the next at the same address would hand it a stale copy.
-  const HostWeight& Weight(std::mt19937_64& rng, size_t n, DType dtype, float stddev) {
-    weights_.push_back(MakeWeight(rng, n, dtype, stddev));
-    return weights_.back();
-  }
-
-  std::deque<HostWeight> weights_;
   std::unique_ptr<Backend> cpu_;
   std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<BackendWorkspace> host_;  // cpu_'s
+  std::unique_ptr<BackendWorkspace> dev_;   // gpu_'s
 };
 
 TEST_F(CudaBackendTest, LinearMatchesCpuForEveryWeightType) {
@@ -71,22 +129,23 @@ TEST_F(CudaBackendTest, LinearMatchesCpuForEveryWeightType) {
   struct Case {
     int m, in, out;
   };
-  for (const Case c : {Case{1, 64, 96}, Case{7, 129, 33}, Case{64, 512, 1024}, Case{3, 1000, 4097}}) {
+  for (const Case c :
+       {Case{1, 64, 96}, Case{7, 129, 33}, Case{64, 512, 1024}, Case{3, 1000, 4097}}) {
     for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
       for (bool with_bias : {false, true}) {
         SCOPED_TRACE(::testing::Message() << c.m << "x" << c.in << "x" << c.out << " "
                                           << DTypeName(dtype) << " bias " << with_bias);
-        const HostWeight& w = Weight(rng, static_cast<size_t>(c.out) * c.in, dtype, 0.05f);
-        const HostWeight& b = Weight(rng, static_cast<size_t>(c.out), dtype, 0.1f);
-        const TensorView wv = w.View(dtype, {c.out, c.in});
-        const TensorView bv = with_bias ? b.View(dtype, {c.out}) : TensorView{};
+        const HostWeight w = MakeWeight(rng, static_cast<size_t>(c.out) * c.in, dtype, 0.05f);
+        const HostWeight b = MakeWeight(rng, static_cast<size_t>(c.out), dtype, 0.1f);
         const std::vector<float> x = RandomNormals(rng, static_cast<size_t>(c.m) * c.in);
-        std::vector<float> want(static_cast<size_t>(c.m) * c.out);
-        cpu_->Linear(x.data(), c.m, wv, bv, want.data());
-        DeviceArray<float> dx(x), dy(want.size());
-        dy.Poison();
-        gpu_->Linear(dx.get(), c.m, wv, bv, dy.get());
-        const double err = NormalizedError(ToDouble(want), dy.Download());
+        auto linear = [&](Backend& backend, BackendWorkspace& ws) {
+          ws.Reset();
+          const DeviceSpan y = ws.Floats(static_cast<size_t>(c.m) * c.out);
+          backend.Linear(ws.stream(), ws.Floats(x), c.m, ws.Weight(w, dtype, c.out, c.in),
+                         with_bias ? ws.Weight(b, dtype, c.out) : DeviceWeight{}, y);
+          return ws.Read(y);
+        };
+        const double err = NormalizedError(ToDouble(linear(*cpu_, *host_)), linear(*gpu_, *dev_));
         // fp16/bf16 weights: the activations are rounded to the weight's type for the GEMM.
         EXPECT_LT(err, dtype == DType::kF32 ? 1e-5 : dtype == DType::kF16 ? 2e-3 : 1e-2);
       }
@@ -99,43 +158,43 @@ TEST_F(CudaBackendTest, Fp32GemmOptionMatchesCpuExactlyForHalfWeights) {
   SCOPED_TRACE(TestSeed());
   CudaBackendOptions options;
   options.fp32_gemm = true;
-  options.weight_cache_bytes = 1 << 20;  // small: the cache evicts between calls
   std::unique_ptr<Backend> gpu = MakeCudaBackend(options);
   ASSERT_NE(gpu, nullptr);
+  BackendWorkspace dev(*gpu, kArenaBytes);
+  // Two rounds of both types: the widened weight's scratch is reused from call to call.
   for (int round = 0; round < 2; ++round) {
     for (DType dtype : {DType::kF16, DType::kBF16}) {
-      const int m = 5, in = 256, out = 768;  // 768 KiB as fp32: one copy fits at a time
-      const HostWeight& w = Weight(rng, static_cast<size_t>(out) * in, dtype, 0.05f);
-      const TensorView wv = w.View(dtype, {out, in});
+      const int m = 5, in = 256, out = 768;
+      const HostWeight w = MakeWeight(rng, static_cast<size_t>(out) * in, dtype, 0.05f);
       const std::vector<float> x = RandomNormals(rng, static_cast<size_t>(m) * in);
-      std::vector<float> want(static_cast<size_t>(m) * out);
-      cpu_->Linear(x.data(), m, wv, TensorView{}, want.data());
-      DeviceArray<float> dx(x), dy(want.size());
-      gpu->Linear(dx.get(), m, wv, TensorView{}, dy.get());
-      EXPECT_LT(NormalizedError(ToDouble(want), dy.Download()), 1e-5);
+      auto linear = [&](Backend& backend, BackendWorkspace& ws) {
+        ws.Reset();
+        const DeviceSpan y = ws.Floats(static_cast<size_t>(m) * out);
+        backend.Linear(ws.stream(), ws.Floats(x), m, ws.Weight(w, dtype, out, in),
+                       DeviceWeight{}, y);
+        return ws.Read(y);
+      };
+      EXPECT_LT(NormalizedError(ToDouble(linear(*cpu_, *host_)), linear(*gpu, dev)), 1e-5);
     }
   }
 }
 
-TEST_F(CudaBackendTest, DeviceWeightsAreUsedInPlace) {
+TEST_F(CudaBackendTest, OpsChainOnTheStreamAndNormInPlace) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
   const int m = 9, in = 320, out = 200;
-  const HostWeight& w = Weight(rng, static_cast<size_t>(out) * in, DType::kF16, 0.05f);
-  const HostWeight& norm_w = Weight(rng, static_cast<size_t>(in), DType::kF16, 1.0f);
-  DeviceArray<uint16_t> dw(w.bits), dnorm(norm_w.bits);
-  TensorView device_w = w.View(DType::kF16, {out, in});
-  device_w.data = dw.get();
-  TensorView device_norm = norm_w.View(DType::kF16, {in});
-  device_norm.data = dnorm.get();
+  const HostWeight w = MakeWeight(rng, static_cast<size_t>(out) * in, DType::kF16, 0.05f);
+  const HostWeight norm_w = MakeWeight(rng, static_cast<size_t>(in), DType::kF16, 1.0f);
   const std::vector<float> x = RandomNormals(rng, static_cast<size_t>(m) * in);
-  std::vector<float> normed(x.size()), want(static_cast<size_t>(m) * out);
-  cpu_->RmsNorm(x.data(), norm_w.View(DType::kF16, {in}), 1e-6f, m, in, normed.data());
-  cpu_->Linear(normed.data(), m, w.View(DType::kF16, {out, in}), TensorView{}, want.data());
-  DeviceArray<float> dx(x), dy(want.size());
-  gpu_->RmsNorm(dx.get(), device_norm, 1e-6f, m, in, dx.get());
-  gpu_->Linear(dx.get(), m, device_w, TensorView{}, dy.get());
-  EXPECT_LT(NormalizedError(ToDouble(want), dy.Download()), 2e-3);
+  auto norm_then_linear = [&](Backend& backend, BackendWorkspace& ws) {
+    const DeviceSpan dx = ws.Floats(x), y = ws.Floats(static_cast<size_t>(m) * out);
+    backend.RmsNorm(ws.stream(), dx, ws.Weight(norm_w, DType::kF16, in), 1e-6f, m, in, dx);
+    backend.Linear(ws.stream(), dx, m, ws.Weight(w, DType::kF16, out, in), DeviceWeight{}, y);
+    return ws.Read(y);
+  };
+  EXPECT_LT(NormalizedError(ToDouble(norm_then_linear(*cpu_, *host_)),
+                            norm_then_linear(*gpu_, *dev_)),
+            2e-3);
 }
 
 TEST_F(CudaBackendTest, EmbeddingsNormsActivationsAndAdd) {
@@ -144,53 +203,56 @@ TEST_F(CudaBackendTest, EmbeddingsNormsActivationsAndAdd) {
   const int vocab = 300, hidden = 96, n = 11, positions = 40;
   for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dtype));
-    const HostWeight& table = Weight(rng, static_cast<size_t>(vocab) * hidden, dtype, 1.0f);
-    const HostWeight& pos_table = Weight(rng, static_cast<size_t>(positions) * hidden, dtype, 0.5f);
-    const HostWeight& ln_w = Weight(rng, hidden, dtype, 1.0f);
-    const HostWeight& ln_b = Weight(rng, hidden, dtype, 0.2f);
+    const HostWeight table = MakeWeight(rng, static_cast<size_t>(vocab) * hidden, dtype, 1.0f);
+    const HostWeight pos_table =
+        MakeWeight(rng, static_cast<size_t>(positions) * hidden, dtype, 0.5f);
+    const HostWeight ln_w = MakeWeight(rng, hidden, dtype, 1.0f);
+    const HostWeight ln_b = MakeWeight(rng, hidden, dtype, 0.2f);
     std::vector<int32_t> ids(n), pos(n);
     for (int i = 0; i < n; ++i) {
       ids[i] = static_cast<int32_t>(rng() % vocab);
       pos[i] = static_cast<int32_t>(rng() % positions);
     }
-    std::vector<float> want(static_cast<size_t>(n) * hidden);
-    cpu_->Embed(table.View(dtype, {vocab, hidden}), ids.data(), n, want.data());
-    cpu_->AddPositionEmbedding(pos_table.View(dtype, {positions, hidden}), pos.data(), n, want.data());
-    DeviceArray<float> got(want.size());
-    DeviceArray<int32_t> dpos(pos);
-    gpu_->Embed(table.View(dtype, {vocab, hidden}), ids.data(), n, got.get());  // host ids
-    gpu_->AddPositionEmbedding(pos_table.View(dtype, {positions, hidden}), dpos.get(), n,
-                               got.get());  // device positions
-    EXPECT_EQ(NormalizedError(ToDouble(want), got.Download()), 0.0);
-
-    std::vector<float> normed(want.size());
-    cpu_->LayerNorm(want.data(), ln_w.View(dtype, {hidden}), ln_b.View(dtype, {hidden}), 1e-5f, n,
-                    hidden, normed.data());
-    DeviceArray<float> dnormed(want.size());
-    gpu_->LayerNorm(got.get(), ln_w.View(dtype, {hidden}), ln_b.View(dtype, {hidden}), 1e-5f, n,
-                    hidden, dnormed.get());
-    EXPECT_LT(NormalizedError(ToDouble(normed), dnormed.Download()), 1e-5);
-    cpu_->RmsNorm(want.data(), ln_w.View(dtype, {hidden}), 1e-6f, n, hidden, normed.data());
-    gpu_->RmsNorm(got.get(), ln_w.View(dtype, {hidden}), 1e-6f, n, hidden, dnormed.get());
-    EXPECT_LT(NormalizedError(ToDouble(normed), dnormed.Download()), 1e-5);
+    // The embeddings, then their LayerNorm and RmsNorm.
+    auto embed_and_norm = [&](Backend& backend, BackendWorkspace& ws) {
+      ws.Reset();
+      const size_t count = static_cast<size_t>(n) * hidden;
+      const DeviceSpan e = ws.Floats(count), ln = ws.Floats(count), rms = ws.Floats(count);
+      const DeviceWeight w = ws.Weight(ln_w, dtype, hidden);
+      backend.Embed(ws.stream(), ws.Weight(table, dtype, vocab, hidden), ids, e);
+      backend.AddPositionEmbedding(ws.stream(), ws.Weight(pos_table, dtype, positions, hidden),
+                                   pos, e);
+      backend.LayerNorm(ws.stream(), e, w, ws.Weight(ln_b, dtype, hidden), 1e-5f, n, hidden, ln);
+      backend.RmsNorm(ws.stream(), e, w, 1e-6f, n, hidden, rms);
+      return std::vector<std::vector<float>>{ws.Read(e), ws.Read(ln), ws.Read(rms)};
+    };
+    const std::vector<std::vector<float>> want = embed_and_norm(*cpu_, *host_);
+    const std::vector<std::vector<float>> got = embed_and_norm(*gpu_, *dev_);
+    EXPECT_EQ(NormalizedError(ToDouble(want[0]), got[0]), 0.0);
+    EXPECT_LT(NormalizedError(ToDouble(want[1]), got[1]), 1e-5);
+    EXPECT_LT(NormalizedError(ToDouble(want[2]), got[2]), 1e-5);
   }
 
-  const int64_t count = 100003;
+  const size_t count = 100003;
   const std::vector<float> x = RandomNormals(rng, count, 2.0f), up = RandomNormals(rng, count);
   for (ActivationKind kind : {ActivationKind::kRelu, ActivationKind::kGelu}) {
-    std::vector<float> want = x;
-    cpu_->Activate(kind, want.data(), count);
-    DeviceArray<float> dx(x);
-    gpu_->Activate(kind, dx.get(), count);
-    EXPECT_LT(NormalizedError(ToDouble(want), dx.Download()), 1e-6);
+    auto activate = [&](Backend& backend, BackendWorkspace& ws) {
+      ws.Reset();
+      const DeviceSpan dx = ws.Floats(x);
+      backend.Activate(ws.stream(), kind, dx);
+      return ws.Read(dx);
+    };
+    EXPECT_LT(NormalizedError(ToDouble(activate(*cpu_, *host_)), activate(*gpu_, *dev_)), 1e-6);
   }
-  std::vector<float> want = x;
-  cpu_->SiluMul(want.data(), up.data(), count);
-  cpu_->Add(want.data(), up.data(), count);
-  DeviceArray<float> dx(x), dup(up);
-  gpu_->SiluMul(dx.get(), dup.get(), count);
-  gpu_->Add(dx.get(), dup.get(), count);
-  EXPECT_LT(NormalizedError(ToDouble(want), dx.Download()), 1e-6);
+  auto silu_mul_add = [&](Backend& backend, BackendWorkspace& ws) {
+    ws.Reset();
+    const DeviceSpan dx = ws.Floats(x), dup = ws.Floats(up);
+    backend.SiluMul(ws.stream(), dx, dup);
+    backend.Add(ws.stream(), dx, dup);
+    return ws.Read(dx);
+  };
+  EXPECT_LT(NormalizedError(ToDouble(silu_mul_add(*cpu_, *host_)), silu_mul_add(*gpu_, *dev_)),
+            1e-6);
 }
 
 TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
@@ -213,18 +275,25 @@ TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
     const int rows = c.batch * c.new_tokens;
     std::vector<int32_t> pos(static_cast<size_t>(rows));
     for (int i = 0; i < rows; ++i) pos[i] = c.cache_len - c.new_tokens + i % c.new_tokens;
-    std::vector<float> q = RandomNormals(rng, static_cast<size_t>(rows) * c.heads * c.head_dim);
-    std::vector<float> want_q = q;
-    cpu_->Rope(want_q.data(), pos.data(), rows, c.heads, c.head_dim, inv_freq.data());
-    DeviceArray<float> dq(q);
-    gpu_->Rope(dq.get(), pos.data(), rows, c.heads, c.head_dim, inv_freq.data());  // host arrays
-    const std::vector<float> got_q = dq.Download();
+    const std::vector<float> q =
+        RandomNormals(rng, static_cast<size_t>(rows) * c.heads * c.head_dim);
+    auto rope = [&](Backend& backend, BackendWorkspace& ws) {
+      ws.Reset();
+      const DeviceSpan dq = ws.Floats(q);
+      backend.Rope(ws.stream(), dq, pos, c.heads, c.head_dim, inv_freq);
+      return ws.Read(dq);
+    };
+    const std::vector<float> want_q = rope(*cpu_, *host_);
+    const std::vector<float> got_q = rope(*gpu_, *dev_);
     EXPECT_LT(NormalizedError(ToDouble(want_q), got_q), 1e-6);
 
+    // Attention keeps its pointer form: device arrays on the backend's own stream.
     const size_t kv_n = static_cast<size_t>(c.batch) * c.kv_heads * c.max_len * c.head_dim;
     const std::vector<float> k = RandomNormals(rng, kv_n), v = RandomNormals(rng, kv_n);
     std::vector<int> start(static_cast<size_t>(c.batch));
-    for (int b = 0; b < c.batch; ++b) start[b] = b == 0 ? 0 : static_cast<int>(rng() % c.cache_len);
+    for (int b = 0; b < c.batch; ++b) {
+      start[b] = b == 0 ? 0 : static_cast<int>(rng() % c.cache_len);
+    }
     AttentionShape shape;
     shape.batch = c.batch;
     shape.new_tokens = c.new_tokens;
@@ -236,7 +305,7 @@ TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
     shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     std::vector<float> want(want_q.size());
     cpu_->Attention(shape, want_q.data(), k.data(), v.data(), start.data(), want.data());
-    DeviceArray<float> dk(k), dv(v), out(want.size());
+    DeviceArray<float> dq(got_q), dk(k), dv(v), out(want.size());
     out.Poison();
     gpu_->Attention(shape, dq.get(), dk.get(), dv.get(), start.data(), out.get());
     EXPECT_LT(NormalizedError(ToDouble(want), out.Download()), 1e-5);
@@ -258,8 +327,8 @@ TEST_F(CudaBackendTest, GemmNTMatchesFp64ForEveryInputType) {
       const DType dtype = type == kernels::cuda::ElemType::kF32   ? DType::kF32
                           : type == kernels::cuda::ElemType::kF16 ? DType::kF16
                                                                   : DType::kBF16;
-      const HostWeight& a = Weight(rng, static_cast<size_t>(c.m) * c.k, dtype, 1.0f);
-      const HostWeight& b = Weight(rng, static_cast<size_t>(c.n) * c.k, dtype, 1.0f);
+      const HostWeight a = MakeWeight(rng, static_cast<size_t>(c.m) * c.k, dtype, 1.0f);
+      const HostWeight b = MakeWeight(rng, static_cast<size_t>(c.n) * c.k, dtype, 1.0f);
       const std::vector<float> c0 = RandomNormals(rng, static_cast<size_t>(c.m) * c.n);
       for (bool accumulate : {false, true}) {
         std::vector<double> ref(static_cast<size_t>(c.m) * c.n);
@@ -273,12 +342,11 @@ TEST_F(CudaBackendTest, GemmNTMatchesFp64ForEveryInputType) {
             ref[static_cast<size_t>(i) * c.n + j] = s;
           }
         }
-        DeviceBuffer da(a.values.size() * 4), db(b.values.size() * 4);
-        const void* ha = dtype == DType::kF32 ? static_cast<const void*>(a.f32.data()) : a.bits.data();
-        const void* hb = dtype == DType::kF32 ? static_cast<const void*>(b.f32.data()) : b.bits.data();
-        const size_t elem = DTypeBytes(dtype);
-        STRATA_CUDA_CHECK(cudaMemcpy(da.get(), ha, a.values.size() * elem, cudaMemcpyHostToDevice));
-        STRATA_CUDA_CHECK(cudaMemcpy(db.get(), hb, b.values.size() * elem, cudaMemcpyHostToDevice));
+        const std::span<const uint8_t> ha = dtype == DType::kF32 ? Bytes(a.f32) : Bytes(a.bits);
+        const std::span<const uint8_t> hb = dtype == DType::kF32 ? Bytes(b.f32) : Bytes(b.bits);
+        DeviceBuffer da(ha.size()), db(hb.size());
+        STRATA_CUDA_CHECK(cudaMemcpy(da.get(), ha.data(), ha.size(), cudaMemcpyHostToDevice));
+        STRATA_CUDA_CHECK(cudaMemcpy(db.get(), hb.data(), hb.size(), cudaMemcpyHostToDevice));
         DeviceArray<float> dc(c0);
         GemmNT(blas, c.m, c.n, c.k, type, da.get(), db.get(), dc.get(), c.n, accumulate);
         EXPECT_LT(NormalizedError(ref, dc.Download()), 1e-5)

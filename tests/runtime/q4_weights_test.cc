@@ -1,8 +1,7 @@
 // Q4Weights: a store written by `strata convert --compress-weight` gives its 4-bit planes as
 // stored (views into tensors.bin, not quantized again); a model from any other source is
 // quantized by kernels/cpu/weight_q4.h; either way RoundTripped() is the expansion of those planes.
-// And the CPU backend on such planes (kQ4 views) computes what it computes on their expansion.
-#include "src/backend/cpu/cpu_backend.h"
+// And rows expanded a chunk at a time, as the engine expands them, are the whole expansion's.
 #include "src/runtime/q4_weights.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +11,6 @@
 #include <filesystem>
 
 #include "kernels/cpu/weight_q4.h"
-#include "src/backend/backend.h"
 #include "src/model/store.h"
 #include "src/model/store_writer.h"
 #include "tests/model/model_files.h"
@@ -85,11 +83,11 @@ TEST(Q4WeightsTest, OtherModelsAreQuantizedByTheKernel) {
   EXPECT_EQ(std::memcmp(p.params, params.data(), params.size() * 2), 0);
 }
 
-// A 4-bit (kQ4) weight through the CPU backend gives exactly the bits of its fp32 expansion, the
-// weights the offloading engine computes on: Linear expands the whole matrix (the same GEMM), an
-// embedding the rows it looks up.
-TEST(Q4WeightsTest, CpuBackendComputesOnPlanesAsOnTheirExpansion) {
-  const long rows = 300, cols = 192;  // rows not a multiple of anything the backend blocks by
+// The engine expands a 4-bit matrix a chunk of rows at a time (its rows on each tier, or the rows
+// of a step's tokens gathered from an embedding), each chunk its codes then its params: every
+// chunking gives the rows of the whole matrix's expansion, bit for bit.
+TEST(Q4WeightsTest, RowsExpandedInChunksAreTheWholeExpansions) {
+  const long rows = 300, cols = 192;  // rows not a multiple of anything the kernel blocks by
   std::vector<float> w(static_cast<size_t>(rows * cols));
   for (size_t i = 0; i < w.size(); ++i) w[i] = std::sin(0.37 * static_cast<double>(i)) * 0.5f;
   for (const int group : {64, 32}) {
@@ -97,30 +95,29 @@ TEST(Q4WeightsTest, CpuBackendComputesOnPlanesAsOnTheirExpansion) {
     std::vector<uint16_t> params(cpu::WeightQ4ParamHalves(rows, cols, group));
     cpu::QuantizeWeightQ4(cpu::WeightQ4Source::kF32, w.data(), rows, cols, group, codes.data(),
                           params.data());
-    std::vector<float> expanded(w.size());
-    cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, group, expanded.data());
-    const Q4Planes planes{codes.data(), params.data(), group};
-    const TensorView q4{DType::kQ4, {rows, cols}, &planes};
-    const TensorView f32{DType::kF32, {rows, cols}, expanded.data()};
-    EXPECT_EQ(q4.bytes(), codes.size() + params.size() * 2);
-
-    auto backend = MakeCpuBackend();
-    const int m = 5;
-    std::vector<float> x(static_cast<size_t>(m * cols));
-    for (size_t i = 0; i < x.size(); ++i) x[i] = std::cos(0.11 * static_cast<double>(i));
-    std::vector<float> got(static_cast<size_t>(m * rows)), want(got.size());
-    backend->Linear(x.data(), m, q4, TensorView{}, got.data());
-    backend->Linear(x.data(), m, f32, TensorView{}, want.data());
-    EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << group;
-
-    const std::vector<int32_t> ids = {0, 299, 17, 17, 150};
-    std::vector<float> rows_got(ids.size() * cols), rows_want(rows_got.size());
-    backend->Embed(q4, ids.data(), static_cast<int>(ids.size()), rows_got.data());
-    backend->Embed(f32, ids.data(), static_cast<int>(ids.size()), rows_want.data());
-    EXPECT_EQ(std::memcmp(rows_got.data(), rows_want.data(), rows_got.size() * 4), 0) << group;
-    backend->AddPositionEmbedding(q4, ids.data(), static_cast<int>(ids.size()), rows_got.data());
-    backend->AddPositionEmbedding(f32, ids.data(), static_cast<int>(ids.size()), rows_want.data());
-    EXPECT_EQ(std::memcmp(rows_got.data(), rows_want.data(), rows_got.size() * 4), 0) << group;
+    std::vector<float> whole(w.size());
+    cpu::ExpandWeightQ4(codes.data(), params.data(), rows, cols, group, whole.data());
+    for (const std::vector<long>& chunks :
+         {std::vector<long>{300}, {1, 299}, {100, 0, 200}, {17, 17, 150, 116}}) {
+      std::vector<float> got(w.size(), NAN);
+      long first = 0;
+      for (const long n : chunks) {
+        // The chunk as the engine lays it out: its rows' codes, then their params.
+        std::vector<uint8_t> chunk(cpu::WeightQ4CodeBytes(n, cols));
+        std::vector<uint16_t> chunk_params(cpu::WeightQ4ParamHalves(n, cols, group));
+        std::memcpy(chunk.data(), codes.data() + cpu::WeightQ4CodeBytes(first, cols),
+                    chunk.size());
+        std::memcpy(chunk_params.data(),
+                    params.data() + cpu::WeightQ4ParamHalves(first, cols, group),
+                    chunk_params.size() * 2);
+        cpu::ExpandWeightQ4(chunk.data(), chunk_params.data(), n, cols, group,
+                            got.data() + first * cols);
+        first += n;
+      }
+      ASSERT_EQ(first, rows);
+      EXPECT_EQ(std::memcmp(got.data(), whole.data(), got.size() * 4), 0)
+          << group << " in " << chunks.size() << " chunks";
+    }
   }
 }
 

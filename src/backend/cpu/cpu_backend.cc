@@ -1,7 +1,8 @@
-// The CPU backend: kernels/cpu over host memory. F16/BF16 weights are expanded to fp32 a panel of
-// rows at a time into a reusable scratch buffer, so a GEMM never needs a whole fp32 copy. 4-bit
-// (kQ4) weights are expanded a whole matrix at a time, as the offloading engine expands them, so
-// the GEMM is the same one and gives the same bits; an embedding expands only the rows it reads.
+// The CPU backend: kernels/cpu over host memory, its device arena being host memory too. Each op
+// resolves its spans to addresses and gives the kernel call to the stream (cpu_memory.h): run at
+// once, or on the stream's worker thread in the test mode. F16/BF16 weights are expanded to fp32 a
+// panel of rows at a time into a reusable scratch buffer of the running thread, so a GEMM never
+// needs a whole fp32 copy.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -12,7 +13,6 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/threads.h"
-#include "kernels/cpu/weight_q4.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/core/check.h"
 
@@ -24,6 +24,61 @@ namespace k = kernels::cpu;
 // Rows of a non-F32 weight converted per GEMM panel: large enough for GEMM efficiency, small
 // enough to stay in cache.
 constexpr int kPanelRows = 256;
+
+// The fp32 elements of an activation span of `n` elements.
+float* Floats(const DeviceSpan& span, int64_t n) {
+  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "an activation span is not fp32");
+  STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * sizeof(float));
+  return reinterpret_cast<float*>(CpuAddress(span));
+}
+
+// A weight's data and element type, as the kernels read it.
+struct HostWeight {
+  const uint8_t* data = nullptr;
+  DType dtype = DType::kF32;
+  int64_t rows = 0, cols = 1;
+};
+
+HostWeight Resolve(const DeviceWeight& w) {
+  if (!w.present()) return {};
+  HostWeight h;
+  switch (w.data.type()) {
+    case SpanType::kF32: h.dtype = DType::kF32; break;
+    case SpanType::kF16: h.dtype = DType::kF16; break;
+    case SpanType::kBF16: h.dtype = DType::kBF16; break;
+    default: STRATA_CHECK_MSG(false, "a weight is not F32, F16 or BF16");
+  }
+  STRATA_CHECK(w.data.bytes() == static_cast<uint64_t>(w.numel()) * DTypeBytes(h.dtype));
+  h.data = CpuAddress(w.data);
+  h.rows = w.rows;
+  h.cols = w.cols;
+  return h;
+}
+
+// A vector weight as fp32: F32 data in place, others converted into `buf`.
+const float* VectorFloats(const HostWeight& w, std::vector<float>& buf) {
+  if (w.data == nullptr) return nullptr;
+  if (w.dtype == DType::kF32) return reinterpret_cast<const float*>(w.data);
+  buf.resize(static_cast<size_t>(w.rows * w.cols));
+  ConvertToFloat(w.dtype, w.data, buf.data(), buf.size());
+  return buf.data();
+}
+
+// Table rows ids[i] of `table` into out[i] (accumulated when `add`).
+void LookUp(const HostWeight& table, const std::vector<int32_t>& ids, bool add, float* out) {
+  const int64_t hidden = table.cols;
+  const size_t row_bytes = static_cast<size_t>(hidden) * DTypeBytes(table.dtype);
+  thread_local std::vector<float> row;
+  row.resize(static_cast<size_t>(hidden));
+  for (size_t i = 0; i < ids.size(); ++i) {
+    float* dst = out + static_cast<int64_t>(i) * hidden;
+    ConvertToFloat(table.dtype, table.data + static_cast<size_t>(ids[i]) * row_bytes,
+                   add ? row.data() : dst, static_cast<size_t>(hidden));
+    if (add) {
+      for (int64_t j = 0; j < hidden; ++j) dst[j] += row[static_cast<size_t>(j)];
+    }
+  }
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -45,94 +100,111 @@ class CpuBackend final : public Backend {
     return std::make_unique<PinnedHost>();
   }
 
-  void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
-              float* y) override {
-    STRATA_CHECK(w.shape.size() == 2);
-    const int out = static_cast<int>(w.dim(0));
-    const int in = static_cast<int>(w.dim(1));
-    if (w.dtype == DType::kF32) {
-      k::GemmNT(m, out, in, x, static_cast<const float*>(w.data), y, out, false);
-    } else if (w.dtype == DType::kQ4) {
-      const auto* planes = static_cast<const Q4Planes*>(w.data);
-      expanded_.resize(static_cast<size_t>(out) * in);
-      k::ExpandWeightQ4(planes->codes, planes->params, out, in, planes->group, expanded_.data());
-      k::GemmNT(m, out, in, x, expanded_.data(), y, out, false);
-    } else {
-      panel_.resize(static_cast<size_t>(kPanelRows) * in);
-      const auto* base = static_cast<const uint8_t*>(w.data);
-      for (int r0 = 0; r0 < out; r0 += kPanelRows) {
-        const int rows = std::min(kPanelRows, out - r0);
-        ConvertRows(w.dtype, base + static_cast<size_t>(r0) * in * 2, rows, in);
-        k::GemmNT(m, rows, in, x, panel_.data(), y + r0, out, false);
+  void Linear(Stream& stream, DeviceSpan x_span, int m, const DeviceWeight& weight,
+              const DeviceWeight& bias_weight, DeviceSpan y_span) override {
+    const HostWeight w = Resolve(weight);
+    const HostWeight bias = Resolve(bias_weight);
+    const int out = static_cast<int>(w.rows);
+    const int in = static_cast<int>(w.cols);
+    STRATA_CHECK(bias.data == nullptr || bias.rows * bias.cols == out);
+    const float* x = Floats(x_span, int64_t{m} * in);
+    float* y = Floats(y_span, int64_t{m} * out);
+    RunOnCpuStream(stream, [=] {
+      if (w.dtype == DType::kF32) {
+        k::GemmNT(m, out, in, x, reinterpret_cast<const float*>(w.data), y, out, false);
+      } else {
+        thread_local std::vector<float> panel;
+        panel.resize(static_cast<size_t>(kPanelRows) * in);
+        for (int r0 = 0; r0 < out; r0 += kPanelRows) {
+          const int rows = std::min(kPanelRows, out - r0);
+          ConvertRows(w.dtype, w.data + static_cast<size_t>(r0) * in * 2, rows, in, panel);
+          k::GemmNT(m, rows, in, x, panel.data(), y + r0, out, false);
+        }
       }
-    }
-    if (bias.present()) {
-      const float* b = Floats(bias, 0);
+      if (bias.data == nullptr) return;
+      thread_local std::vector<float> bias_floats;
+      const float* b = VectorFloats(bias, bias_floats);
 #pragma omp parallel for schedule(static)
       for (int i = 0; i < m; ++i) {
         float* yr = y + static_cast<long>(i) * out;
         for (int j = 0; j < out; ++j) yr[j] += b[j];
       }
-    }
+    });
   }
 
-  void Embed(const TensorView& table, const int32_t* ids, int n, float* out) override {
-    const int64_t hidden = table.dim(1);
-    if (table.dtype == DType::kQ4) {
-      const auto* planes = static_cast<const Q4Planes*>(table.data);
-      const int64_t params_per_row = hidden / planes->group * 2;
-      for (int i = 0; i < n; ++i) {
-        STRATA_CHECK(ids[i] >= 0 && ids[i] < table.dim(0));
-        k::ExpandWeightQ4(planes->codes + ids[i] * hidden / 2,
-                          planes->params + ids[i] * params_per_row, 1, hidden, planes->group,
-                          out + i * hidden);
+  void Embed(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
+             DeviceSpan out) override {
+    LookUpOn(stream, table, ids, /*add=*/false, out);
+  }
+
+  void AddPositionEmbedding(Stream& stream, const DeviceWeight& table,
+                            std::span<const int32_t> positions, DeviceSpan x) override {
+    LookUpOn(stream, table, positions, /*add=*/true, x);
+  }
+
+  void LayerNorm(Stream& stream, DeviceSpan x_span, const DeviceWeight& weight,
+                 const DeviceWeight& bias, float eps, int rows, int dim,
+                 DeviceSpan y_span) override {
+    const HostWeight w = Resolve(weight), b = Resolve(bias);
+    STRATA_CHECK(w.rows * w.cols == dim && (b.data == nullptr || b.rows * b.cols == dim));
+    const float* x = Floats(x_span, int64_t{rows} * dim);
+    float* y = Floats(y_span, int64_t{rows} * dim);
+    RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> w_floats, b_floats;
+      k::LayerNorm(x, VectorFloats(w, w_floats), VectorFloats(b, b_floats), eps, rows, dim, y);
+    });
+  }
+
+  void RmsNorm(Stream& stream, DeviceSpan x_span, const DeviceWeight& weight, float eps, int rows,
+               int dim, DeviceSpan y_span) override {
+    const HostWeight w = Resolve(weight);
+    STRATA_CHECK(w.rows * w.cols == dim);
+    const float* x = Floats(x_span, int64_t{rows} * dim);
+    float* y = Floats(y_span, int64_t{rows} * dim);
+    RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> w_floats;
+      k::RmsNorm(x, VectorFloats(w, w_floats), eps, rows, dim, y);
+    });
+  }
+
+  void Activate(Stream& stream, ActivationKind kind, DeviceSpan x_span) override {
+    const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
+    float* x = Floats(x_span, n);
+    RunOnCpuStream(stream, [=] {
+      if (kind == ActivationKind::kRelu) {
+        k::Relu(x, static_cast<size_t>(n));
+      } else {
+        k::Gelu(x, static_cast<size_t>(n));
       }
-      return;
-    }
-    const size_t row_bytes = static_cast<size_t>(hidden) * DTypeBytes(table.dtype);
-    const auto* base = static_cast<const uint8_t*>(table.data);
-    for (int i = 0; i < n; ++i) {
-      STRATA_CHECK(ids[i] >= 0 && ids[i] < table.dim(0));
-      ConvertToFloat(table.dtype, base + static_cast<size_t>(ids[i]) * row_bytes,
-                     out + static_cast<int64_t>(i) * hidden, static_cast<size_t>(hidden));
-    }
+    });
   }
 
-  void AddPositionEmbedding(const TensorView& pos_table, const int32_t* positions, int n,
-                            float* x) override {
-    const int64_t hidden = pos_table.dim(1);
-    row_.resize(static_cast<size_t>(hidden));
-    for (int i = 0; i < n; ++i) {
-      Embed(pos_table, positions + i, 1, row_.data());
-      Add(x + i * hidden, row_.data(), hidden);
-    }
+  void SiluMul(Stream& stream, DeviceSpan gate_span, DeviceSpan up_span) override {
+    const int64_t n = static_cast<int64_t>(gate_span.bytes() / sizeof(float));
+    float* gate = Floats(gate_span, n);
+    const float* up = Floats(up_span, n);
+    RunOnCpuStream(stream, [=] { k::SiluMul(gate, up, static_cast<size_t>(n)); });
   }
 
-  void LayerNorm(const float* x, const TensorView& w, const TensorView& b, float eps, int rows,
-                 int dim, float* y) override {
-    k::LayerNorm(x, Floats(w, 0), b.present() ? Floats(b, 1) : nullptr, eps, rows, dim, y);
+  void Rope(Stream& stream, DeviceSpan x_span, std::span<const int32_t> positions, int heads,
+            int head_dim, std::span<const float> inv_freq) override {
+    const int tokens = static_cast<int>(positions.size());
+    STRATA_CHECK(static_cast<int>(inv_freq.size()) == head_dim / 2);
+    float* x = Floats(x_span, int64_t{tokens} * heads * head_dim);
+    RunOnCpuStream(stream, [=, pos = std::vector<int32_t>(positions.begin(), positions.end()),
+                            freq = std::vector<float>(inv_freq.begin(), inv_freq.end())] {
+      k::ApplyRope(x, pos.data(), tokens, heads, head_dim, freq.data());
+    });
   }
 
-  void RmsNorm(const float* x, const TensorView& w, float eps, int rows, int dim,
-               float* y) override {
-    k::RmsNorm(x, Floats(w, 0), eps, rows, dim, y);
-  }
-
-  void Activate(ActivationKind kind, float* x, int64_t n) override {
-    if (kind == ActivationKind::kRelu) {
-      k::Relu(x, static_cast<size_t>(n));
-    } else {
-      k::Gelu(x, static_cast<size_t>(n));
-    }
-  }
-
-  void SiluMul(float* gate, const float* up, int64_t n) override {
-    k::SiluMul(gate, up, static_cast<size_t>(n));
-  }
-
-  void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-            const float* inv_freq) override {
-    k::ApplyRope(x, positions, tokens, heads, head_dim, inv_freq);
+  void Add(Stream& stream, DeviceSpan x_span, DeviceSpan y_span) override {
+    const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
+    float* x = Floats(x_span, n);
+    const float* y = Floats(y_span, n);
+    RunOnCpuStream(stream, [=] {
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+    });
   }
 
   void Attention(const AttentionShape& shape, const float* q, const float* kc, const float* vc,
@@ -142,36 +214,28 @@ class CpuBackend final : public Backend {
     k::CausalAttention(s, q, kc, vc, start, out);
   }
 
-  void Add(float* x, const float* y, int64_t n) override {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) x[i] += y[i];
-  }
-
  private:
-  void ConvertRows(DType t, const uint8_t* src, int rows, int in) {
+  static void ConvertRows(DType t, const uint8_t* src, int rows, int in,
+                          std::vector<float>& panel) {
     const size_t row_elems = static_cast<size_t>(in);
 #pragma omp parallel for schedule(static)
     for (int r = 0; r < rows; ++r) {
-      ConvertToFloat(t, src + r * row_elems * 2, panel_.data() + r * row_elems, row_elems);
+      ConvertToFloat(t, src + r * row_elems * 2, panel.data() + r * row_elems, row_elems);
     }
   }
 
-  // A 1-D tensor as floats: F32 data is used in place; others are converted into one of two
-  // small slots (so a weight and a bias can be live at once).
-  const float* Floats(const TensorView& t, int slot) {
-    if (t.dtype == DType::kF32) return static_cast<const float*>(t.data);
-    std::vector<float>& buf = vectors_[slot];
-    buf.resize(static_cast<size_t>(t.numel()));
-    ConvertToFloat(t.dtype, t.data, buf.data(), buf.size());
-    return buf.data();
+  static void LookUpOn(Stream& stream, const DeviceWeight& table_weight,
+                       std::span<const int32_t> ids, bool add, DeviceSpan out_span) {
+    const HostWeight table = Resolve(table_weight);
+    for (const int32_t id : ids) STRATA_CHECK(id >= 0 && id < table.rows);
+    float* out = Floats(out_span, static_cast<int64_t>(ids.size()) * table.cols);
+    RunOnCpuStream(stream, [=, rows = std::vector<int32_t>(ids.begin(), ids.end())] {
+      LookUp(table, rows, add, out);
+    });
   }
 
   const CpuBackendOptions options_;
   uint32_t streams_made_ = 0;
-  std::vector<float> panel_;
-  std::vector<float> expanded_;  // one kQ4 matrix in fp32
-  std::vector<float> row_;
-  std::vector<float> vectors_[2];
 };
 
 }  // namespace

@@ -132,7 +132,7 @@ class CpuStream final : public Stream {
     idle_cv_.wait(lock, [&] { return queue_.empty() && !busy_; });
   }
 
- private:
+  // Runs `work` now (inline) or queues it for the worker (threaded).
   void Run(std::function<void()> work) {
     if (!worker_.joinable()) {
       work();
@@ -145,6 +145,7 @@ class CpuStream final : public Stream {
     cv_.notify_all();
   }
 
+ private:
   void Work() {
     std::uniform_int_distribution<int> delay(0, options_.max_delay_us);
     for (;;) {
@@ -208,5 +209,11 @@ std::unique_ptr<Stream> MakeCpuStream(const CpuStreamOptions& options) {
 std::unique_ptr<Event> MakeCpuEvent() { return std::make_unique<CpuEvent>(); }
 
 uint8_t* CpuAddress(const DeviceSpan& span) { return CpuDeviceArena::Address(span); }
+
+void RunOnCpuStream(Stream& stream, std::function<void()> work) {
+  auto* cpu = dynamic_cast<CpuStream*>(&stream);
+  STRATA_CHECK_MSG(cpu != nullptr, "a CPU backend op was given another backend's stream");
+  cpu->Run(std::move(work));
+}
 
 }  // namespace strata

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "src/backend/memory.h"
@@ -31,5 +32,8 @@ std::unique_ptr<Event> MakeCpuEvent();
 
 // The address of a span of an arena AllocateCpuDeviceArena made: for the CPU backend's ops only.
 uint8_t* CpuAddress(const DeviceSpan& span);
+// Gives `work` to `stream` (one MakeCpuStream made), in order after the work given so far: for the
+// CPU backend's ops only.
+void RunOnCpuStream(Stream& stream, std::function<void()> work);
 
 }  // namespace strata

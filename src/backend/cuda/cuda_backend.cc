@@ -1,14 +1,11 @@
-// CudaBackend: Backend ops as kernel launches and cuBLAS calls on one stream, with host weights
-// uploaded once into a pointer-keyed cache (see cuda_backend.h for the memory contract).
+// CudaBackend: Backend ops as kernel launches and cuBLAS calls on the caller's streams, over spans
+// of the backend's arenas (see cuda_backend.h for the memory contract).
 #include "src/backend/cuda/cuda_backend.h"
 
 #include <cuda_runtime_api.h>
 
-#include <cstring>
-#include <unordered_map>
-#include <vector>
+#include <span>
 
-#include "kernels/cpu/weight_q4.h"
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/cuda_memory.h"
@@ -22,27 +19,16 @@ namespace {
 
 using kernels::cuda::ElemType;
 
-ElemType ElemTypeOf(DType t) {
-  switch (t) {
-    case DType::kF32: return ElemType::kF32;
-    case DType::kF16: return ElemType::kF16;
-    case DType::kBF16: return ElemType::kBF16;
-    case DType::kQ4:
-      break;  // expanded to fp32 first (ResidentQ4)
-  }
-  STRATA_CHECK(t != DType::kQ4);
-  return ElemType::kF32;
+// The fp32 elements of an activation span of `n` elements.
+float* Floats(const DeviceSpan& span, int64_t n) {
+  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "an activation span is not fp32");
+  STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * sizeof(float));
+  return static_cast<float*>(CudaAddress(span));
 }
 
-// True for memory a kernel can read directly (device or managed); false for host memory,
-// registered or not.
-bool OnDevice(const void* p) {
-  cudaPointerAttributes attr;
-  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
-    cudaGetLastError();  // clear the error: unknown pointers are plain host memory
-    return false;
-  }
-  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+// The elements an activation span holds (Floats then checks that no bytes are left over).
+int64_t FloatCount(const DeviceSpan& span) {
+  return static_cast<int64_t>(span.bytes() / sizeof(float));
 }
 
 // A weight as the kernels see it: device data of one element type.
@@ -51,25 +37,19 @@ struct DeviceTensor {
   ElemType type = ElemType::kF32;
 };
 
-// What an op needs of a weight: its stored element type, or fp32.
-enum class Form { kAsStored, kFloat };
-
-struct CacheKey {
-  const void* data;
-  size_t bytes;
-  DType dtype;
-  Form form;
-  bool operator==(const CacheKey& o) const {
-    return data == o.data && bytes == o.bytes && dtype == o.dtype && form == o.form;
-  }
-};
-
-struct CacheKeyHash {
-  size_t operator()(const CacheKey& k) const {
-    return std::hash<const void*>()(k.data) ^ (k.bytes * 0x9E3779B97F4A7C15ull) ^
-           (static_cast<size_t>(k.dtype) << 1) ^ static_cast<size_t>(k.form);
-  }
-};
+// The elements of a present weight. REQUIRES (checked): an F32, F16 or BF16 span of exactly
+// rows x cols elements.
+DeviceTensor Elements(const DeviceWeight& w) {
+  const SpanType type = w.data.type();
+  STRATA_CHECK_MSG(type == SpanType::kF32 || type == SpanType::kF16 || type == SpanType::kBF16,
+                   "a weight is not F32, F16 or BF16");
+  const uint64_t element_bytes = type == SpanType::kF32 ? 4 : 2;
+  STRATA_CHECK(w.rows >= 0 && w.cols >= 0 &&
+               w.data.bytes() == static_cast<uint64_t>(w.numel()) * element_bytes);
+  return {CudaAddress(w.data), type == SpanType::kF32   ? ElemType::kF32
+                               : type == SpanType::kF16 ? ElemType::kF16
+                                                        : ElemType::kBF16};
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -87,69 +67,87 @@ class CudaBackend final : public Backend {
     return PinCudaHostMemory(memory);
   }
 
-  void Linear(const float* x, int m, const TensorView& w, const TensorView& bias,
-              float* y) override {
-    STRATA_CHECK(w.shape.size() == 2);
-    BeginOp();
-    const int out = static_cast<int>(w.dim(0));
-    const int in = static_cast<int>(w.dim(1));
-    const DeviceTensor wd = Resident(w, options_.fp32_gemm ? Form::kFloat : Form::kAsStored);
-    const DeviceTensor bd = bias.present() ? Resident(bias, Form::kFloat) : DeviceTensor{};
+  void Linear(Stream& stream, DeviceSpan x_span, int m, const DeviceWeight& w,
+              const DeviceWeight& bias, DeviceSpan y_span) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int out = static_cast<int>(w.rows);
+    const int in = static_cast<int>(w.cols);
+    const float* x = Floats(x_span, int64_t{m} * in);
+    float* y = Floats(y_span, int64_t{m} * out);
+    DeviceTensor wd = Elements(w);
+    if (options_.fp32_gemm && wd.type != ElemType::kF32) {
+      wd = {Widen(wd, w.numel(), widened_matrix_, s), ElemType::kF32};
+    }
     const void* a = x;
     if (wd.type != ElemType::kF32) {
-      const int64_t n = static_cast<int64_t>(m) * in;
+      const int64_t n = int64_t{m} * in;
       rounded_x_.Reserve(sizeof(uint16_t) * static_cast<size_t>(n));
-      STRATA_CUDA_CHECK(
-          cuda_ops::FloatToHalf(x, n, wd.type, rounded_x_.as<uint16_t>(), stream()));
+      STRATA_CUDA_CHECK(cuda_ops::FloatToHalf(x, n, wd.type, rounded_x_.as<uint16_t>(), s));
       a = rounded_x_.get();
     }
+    blas_.SetStream(s);
     GemmNT(blas_, m, out, in, wd.type, a, wd.data, y, out, false);
-    if (bd.data != nullptr) {
-      STRATA_CUDA_CHECK(
-          cuda_ops::AddBias(y, static_cast<const float*>(bd.data), m, out, stream()));
+    if (bias.present()) {
+      STRATA_CUDA_CHECK(cuda_ops::AddBias(y, Vector(bias, out, 0, s), m, out, s));
     }
   }
 
-  void Embed(const TensorView& table, const int32_t* ids, int n, float* out) override {
-    LookUp(table, ids, n, /*accumulate=*/false, out);
+  void Embed(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
+             DeviceSpan out) override {
+    LookUp(stream, table, ids, /*accumulate=*/false, out);
   }
 
-  void AddPositionEmbedding(const TensorView& pos_table, const int32_t* positions, int n,
-                            float* x) override {
-    LookUp(pos_table, positions, n, /*accumulate=*/true, x);
+  void AddPositionEmbedding(Stream& stream, const DeviceWeight& table,
+                            std::span<const int32_t> positions, DeviceSpan x) override {
+    LookUp(stream, table, positions, /*accumulate=*/true, x);
   }
 
-  void LayerNorm(const float* x, const TensorView& w, const TensorView& b, float eps, int rows,
-                 int dim, float* y) override {
-    BeginOp();
-    const float* wd = Floats(w);
-    const float* bd = b.present() ? Floats(b) : nullptr;
-    STRATA_CUDA_CHECK(cuda_ops::LayerNorm(x, wd, bd, eps, rows, dim, y, stream()));
+  void LayerNorm(Stream& stream, DeviceSpan x, const DeviceWeight& w, const DeviceWeight& b,
+                 float eps, int rows, int dim, DeviceSpan y) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int64_t n = int64_t{rows} * dim;
+    const float* bias = b.present() ? Vector(b, dim, 1, s) : nullptr;
+    STRATA_CUDA_CHECK(cuda_ops::LayerNorm(Floats(x, n), Vector(w, dim, 0, s), bias, eps, rows,
+                                          dim, Floats(y, n), s));
   }
 
-  void RmsNorm(const float* x, const TensorView& w, float eps, int rows, int dim,
-               float* y) override {
-    BeginOp();
-    STRATA_CUDA_CHECK(cuda_ops::RmsNorm(x, Floats(w), eps, rows, dim, y, stream()));
+  void RmsNorm(Stream& stream, DeviceSpan x, const DeviceWeight& w, float eps, int rows, int dim,
+               DeviceSpan y) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int64_t n = int64_t{rows} * dim;
+    STRATA_CUDA_CHECK(
+        cuda_ops::RmsNorm(Floats(x, n), Vector(w, dim, 0, s), eps, rows, dim, Floats(y, n), s));
   }
 
-  void Activate(ActivationKind kind, float* x, int64_t n) override {
+  void Activate(Stream& stream, ActivationKind kind, DeviceSpan x) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int64_t n = FloatCount(x);
     if (kind == ActivationKind::kRelu) {
-      STRATA_CUDA_CHECK(cuda_ops::Relu(x, n, stream()));
+      STRATA_CUDA_CHECK(cuda_ops::Relu(Floats(x, n), n, s));
     } else {
-      STRATA_CUDA_CHECK(cuda_ops::Gelu(x, n, stream()));
+      STRATA_CUDA_CHECK(cuda_ops::Gelu(Floats(x, n), n, s));
     }
   }
 
-  void SiluMul(float* gate, const float* up, int64_t n) override {
-    STRATA_CUDA_CHECK(cuda_ops::SiluMul(gate, up, n, stream()));
+  void SiluMul(Stream& stream, DeviceSpan gate, DeviceSpan up) override {
+    const int64_t n = FloatCount(gate);
+    STRATA_CUDA_CHECK(
+        cuda_ops::SiluMul(Floats(gate, n), Floats(up, n), n, CudaStreamOf(stream)));
   }
 
-  void Rope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-            const float* inv_freq) override {
-    const auto* pos = static_cast<const int32_t*>(Stage(positions, sizeof(int32_t) * tokens, 0));
-    const auto* freq = static_cast<const float*>(Stage(inv_freq, sizeof(float) * (head_dim / 2), 1));
-    STRATA_CUDA_CHECK(cuda_ops::ApplyRope(x, pos, tokens, heads, head_dim, freq, stream()));
+  void Rope(Stream& stream, DeviceSpan x, std::span<const int32_t> positions, int heads,
+            int head_dim, std::span<const float> inv_freq) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int tokens = static_cast<int>(positions.size());
+    STRATA_CHECK(inv_freq.size() == static_cast<size_t>(head_dim / 2));
+    float* xd = Floats(x, int64_t{tokens} * heads * head_dim);
+    STRATA_CUDA_CHECK(cuda_ops::ApplyRope(xd, Stage(positions, 0, s), tokens, heads, head_dim,
+                                          Stage(inv_freq, 1, s), s));
+  }
+
+  void Add(Stream& stream, DeviceSpan x, DeviceSpan y) override {
+    const int64_t n = FloatCount(x);
+    STRATA_CUDA_CHECK(cuda_ops::Add(Floats(x, n), Floats(y, n), n, CudaStreamOf(stream)));
   }
 
   void Attention(const AttentionShape& shape, const float* q, const float* k, const float* v,
@@ -163,139 +161,66 @@ class CudaBackend final : public Backend {
     s.max_len = shape.max_len;
     s.cache_len = shape.cache_len;
     s.scale = shape.scale;
-    const auto* st = static_cast<const int*>(Stage(start, sizeof(int) * shape.batch, 0));
-    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, q, k, v, st, out, stream()));
-  }
-
-  void Add(float* x, const float* y, int64_t n) override {
-    STRATA_CUDA_CHECK(cuda_ops::Add(x, y, n, stream()));
+    const int* st = Stage(std::span<const int>(start, static_cast<size_t>(shape.batch)),
+                          kAttentionSlot, stream_.get());
+    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, q, k, v, st, out, stream_.get()));
   }
 
  private:
-  cudaStream_t stream() const { return stream_.get(); }
+  // Attention's staging slot: apart from the ops', as it runs on another stream.
+  static constexpr int kAttentionSlot = 2;
 
-  // Starts an op: cached weights it touches from now on are protected from eviction until the
-  // next op begins.
-  void BeginOp() { ++clock_; }
-
-  void LookUp(const TensorView& table, const int32_t* ids, int n, bool accumulate, float* out) {
-    STRATA_CHECK(table.shape.size() == 2);
-    BeginOp();
-    if (!OnDevice(ids)) {
-      for (int i = 0; i < n; ++i) STRATA_CHECK(ids[i] >= 0 && ids[i] < table.dim(0));
-    }
-    const DeviceTensor td = Resident(table, Form::kAsStored);
-    const auto* dev_ids = static_cast<const int32_t*>(Stage(ids, sizeof(int32_t) * n, 0));
-    STRATA_CUDA_CHECK(
-        cuda_ops::Embed(td.data, td.type, table.dim(1), dev_ids, n, accumulate, out, stream()));
+  void LookUp(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
+              bool accumulate, DeviceSpan out) {
+    const cudaStream_t s = CudaStreamOf(stream);
+    for (const int32_t id : ids) STRATA_CHECK(id >= 0 && id < table.rows);
+    const DeviceTensor td = Elements(table);
+    const int n = static_cast<int>(ids.size());
+    float* od = Floats(out, n * table.cols);
+    STRATA_CUDA_CHECK(cuda_ops::Embed(td.data, td.type, table.cols, Stage(ids, 0, s), n,
+                                      accumulate, od, s));
   }
 
-  const float* Floats(const TensorView& t) {
-    return static_cast<const float*>(Resident(t, Form::kFloat).data);
-  }
-
-  // A device copy of `bytes` at p when p is host memory (in staging slot `slot`), else p itself.
-  const void* Stage(const void* p, size_t bytes, int slot) {
-    if (bytes == 0 || OnDevice(p)) return p;
+  // A device copy of `host` in staging slot `slot`, queued on `s`. The source is pageable memory
+  // (cuda_backend.h), whose copy returns once the source is staged: the caller's array may go as
+  // soon as the op returns.
+  template <typename T>
+  const T* Stage(std::span<const T> host, int slot, cudaStream_t s) {
     DeviceBuffer& buf = staging_[slot];
-    buf.Reserve(bytes);
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(buf.get(), p, bytes, cudaMemcpyHostToDevice, stream()));
-    return buf.get();
+    buf.Reserve(host.size_bytes());
+    if (!host.empty()) {
+      STRATA_CUDA_CHECK(cudaMemcpyAsync(buf.get(), host.data(), host.size_bytes(),
+                                        cudaMemcpyHostToDevice, s));
+    }
+    return buf.as<const T>();
   }
 
-  DeviceTensor Resident(const TensorView& t, Form form) {
-    if (t.dtype == DType::kQ4) return ResidentQ4(t);
-    const ElemType stored = ElemTypeOf(t.dtype);
-    const bool on_device = OnDevice(t.data);
-    if (on_device && (form == Form::kAsStored || stored == ElemType::kF32)) {
-      return {t.data, stored};
-    }
-    const CacheKey key{t.data, t.bytes(), t.dtype, form};
-    const ElemType type = form == Form::kFloat ? ElemType::kF32 : stored;
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      it->second.last_use = clock_;
-      return {it->second.buffer.get(), type};
-    }
-    const size_t n = static_cast<size_t>(t.numel());
-    const size_t bytes = type == ElemType::kF32 ? n * sizeof(float) : t.bytes();
-    EvictFor(bytes);
-    DeviceBuffer buf(bytes);
-    if (on_device) {
-      STRATA_CUDA_CHECK(
-          cuda_ops::ToFloat(t.data, stored, static_cast<int64_t>(n), buf.as<float>(), stream()));
-    } else if (type == ElemType::kF32 && stored != ElemType::kF32) {
-      std::vector<float> widened(n);
-      ConvertToFloat(t.dtype, t.data, widened.data(), n);
-      // A pageable copy returns once the source is staged, so `widened` may go right after.
-      STRATA_CUDA_CHECK(
-          cudaMemcpyAsync(buf.get(), widened.data(), bytes, cudaMemcpyHostToDevice, stream()));
-    } else {
-      STRATA_CUDA_CHECK(
-          cudaMemcpyAsync(buf.get(), t.data, bytes, cudaMemcpyHostToDevice, stream()));
-    }
-    const void* data = buf.get();
-    cached_bytes_ += bytes;
-    cache_.emplace(key, Entry{std::move(buf), clock_});
-    return {data, type};
+  // The `n` elements of `t` widened to fp32 into `scratch`, on `s`.
+  static const float* Widen(const DeviceTensor& t, int64_t n, DeviceBuffer& scratch,
+                            cudaStream_t s) {
+    scratch.Reserve(sizeof(float) * static_cast<size_t>(n));
+    STRATA_CUDA_CHECK(cuda_ops::ToFloat(t.data, t.type, n, scratch.as<float>(), s));
+    return scratch.as<float>();
   }
 
-  // A kQ4 matrix expanded to fp32 on the host (as the CPU backend expands it) and cached on the
-  // device like any converted copy.
-  DeviceTensor ResidentQ4(const TensorView& t) {
-    const CacheKey key{t.data, t.bytes(), t.dtype, Form::kFloat};
-    auto it = cache_.find(key);
-    if (it != cache_.end()) {
-      it->second.last_use = clock_;
-      return {it->second.buffer.get(), ElemType::kF32};
-    }
-    const auto* planes = static_cast<const Q4Planes*>(t.data);
-    std::vector<float> expanded(static_cast<size_t>(t.numel()));
-    kernels::cpu::ExpandWeightQ4(planes->codes, planes->params, static_cast<long>(t.dim(0)),
-                                 static_cast<long>(t.dim(1)), planes->group, expanded.data());
-    const size_t bytes = expanded.size() * sizeof(float);
-    EvictFor(bytes);
-    DeviceBuffer buf(bytes);
-    // A pageable copy returns once the source is staged, so `expanded` may go right after.
-    STRATA_CUDA_CHECK(
-        cudaMemcpyAsync(buf.get(), expanded.data(), bytes, cudaMemcpyHostToDevice, stream()));
-    const void* data = buf.get();
-    cached_bytes_ += bytes;
-    cache_.emplace(key, Entry{std::move(buf), clock_});
-    return {data, ElemType::kF32};
+  // A vector weight of `n` elements as fp32: in place when it is F32, else widened into scratch
+  // slot `slot` (two, so that a weight and a bias can be live at once).
+  const float* Vector(const DeviceWeight& v, int64_t n, int slot, cudaStream_t s) {
+    STRATA_CHECK(v.numel() == n);
+    const DeviceTensor t = Elements(v);
+    if (t.type == ElemType::kF32) return static_cast<const float*>(t.data);
+    return Widen(t, n, widened_vector_[slot], s);
   }
-
-  // Frees least recently used copies until `bytes` more fit under the cap. cudaFree waits for the
-  // device, so no queued kernel can still be reading a freed copy.
-  void EvictFor(size_t bytes) {
-    if (options_.weight_cache_bytes == 0) return;
-    while (cached_bytes_ + bytes > options_.weight_cache_bytes) {
-      auto victim = cache_.end();
-      for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-        if (it->second.last_use < clock_ &&
-            (victim == cache_.end() || it->second.last_use < victim->second.last_use)) {
-          victim = it;
-        }
-      }
-      if (victim == cache_.end()) return;  // everything left is in use by this op
-      cached_bytes_ -= victim->second.buffer.bytes();
-      cache_.erase(victim);
-    }
-  }
-
-  struct Entry {
-    DeviceBuffer buffer;
-    uint64_t last_use = 0;
-  };
 
   CudaBackendOptions options_;
-  CudaStream stream_;
-  CublasHandle blas_;
-  DeviceBuffer rounded_x_;   // activations rounded to fp16/bf16 for a GEMM
-  DeviceBuffer staging_[2];  // host index arrays copied in
-  std::unordered_map<CacheKey, Entry, CacheKeyHash> cache_;
-  uint64_t cached_bytes_ = 0;
-  uint64_t clock_ = 0;
+  CudaStream stream_;  // Attention's
+  CublasHandle blas_;  // set to each Linear's stream
+  // Scratch, grow-only for now (a later change moves it into the planned arena). Growing frees
+  // the old buffer, which waits for the device, so no queued op still reads it.
+  DeviceBuffer rounded_x_;          // activations rounded to fp16/bf16 for a GEMM
+  DeviceBuffer widened_matrix_;     // a Linear weight widened to fp32 (fp32_gemm)
+  DeviceBuffer widened_vector_[2];  // vector weights (norm weights, biases) widened to fp32
+  DeviceBuffer staging_[3];         // host arrays copied in: two an op, and Attention's start
 };
 
 }  // namespace

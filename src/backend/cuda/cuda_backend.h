@@ -3,23 +3,23 @@
 // may include it; only builds with STRATA_HAVE_CUDA link strata_backend_cuda.
 //
 // Memory contract of the Backend it returns:
-//   - fp32 activation pointers (x, y, q, k, v, out, gate, up, the KV cache) are device memory;
-//   - index arrays (ids, positions, start) and Rope's inv_freq may be host or device memory: host
-//     ones are copied to the device on every call (a pageable copy, which waits for the stream;
-//     pass device arrays in a loop that must not stall);
-//   - weights (TensorViews) may be device memory, used in place (a converted copy is cached when
-//     an op needs another element type), or host memory, copied to the device on first use and
-//     cached by data pointer. REQUIRES: host weight memory neither changes nor is reused for other
-//     data while the backend lives (true of the model's own weights; not of a streaming buffer:
-//     stream weights into device memory and pass device views instead). 4-bit (kQ4) weights are
-//     expanded to fp32 on the host and cached so.
-// Every op is queued on the backend's stream and returns without waiting. That stream
-// synchronises with the legacy default stream, so a plain cudaMemcpy by the caller (e.g. logits to
-// the host) sees the results of every op called before it. The calling thread's current device
-// must be `options.device` (MakeCudaBackend makes it so). Thread-compatible.
+//   - every op but Attention is queued on the CUDA stream of the Stream it is given (one this
+//     backend made) and returns without waiting; its activations and weights are spans of arenas
+//     this backend allocated, used in place (F16/BF16 weights are converted as the op reads them);
+//   - host index arrays (ids, positions) are range-checked on the host and, with Rope's inv_freq,
+//     copied to the device on the op's stream. REQUIRES: they are pageable memory (a pageable
+//     copy returns once its source is staged, so they may go when the op returns; memory pinned
+//     through PinHostMemory would be read later);
+//   - the ops share the backend's scratch buffers and cuBLAS workspace. REQUIRES: ops given to
+//     different streams never run at the same time (the caller orders them with events);
+//   - Attention keeps its pointer form until the runtime moves it onto streams: q, k, v and out
+//     are device memory, start host memory (copied in), and it is queued on the backend's own
+//     stream, which synchronises with the legacy default stream (a plain cudaMemcpy by the caller
+//     sees its result).
+// The calling thread's current device must be `options.device` (MakeCudaBackend makes it so).
+// Thread-compatible.
 #pragma once
 
-#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -30,12 +30,9 @@ namespace strata {
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
   // Linear over F16/BF16 weights: false (default) rounds the activations to the weight's type and
-  // runs a tensor-core GEMM with fp32 accumulation, as GPU inference does; true expands each weight
-  // to fp32 once (cached) and runs an fp32 GEMM, matching the CPU backend up to fp32 rounding.
+  // runs a tensor-core GEMM with fp32 accumulation, as GPU inference does; true widens the weight
+  // to fp32 on every call and runs an fp32 GEMM, matching the CPU backend up to fp32 rounding.
   bool fp32_gemm = false;
-  // Device bytes that cached weight copies may take; 0 means no cap. Over the cap the least
-  // recently used copies are freed (never one the current op uses).
-  uint64_t weight_cache_bytes = 0;
 };
 
 // A CUDA backend on options.device, or nullptr when there is no usable device (the reason goes to

@@ -87,8 +87,13 @@ void DeviceBuffer::Reserve(size_t bytes) {
 }
 
 CublasHandle::CublasHandle(cudaStream_t stream, size_t workspace_bytes)
-    : stream_(stream), workspace_(workspace_bytes) {
+    : workspace_(workspace_bytes) {
   STRATA_CUBLAS_CHECK(cublasCreate(&handle_));
+  SetStream(stream);
+}
+
+void CublasHandle::SetStream(cudaStream_t stream) {
+  stream_ = stream;
   STRATA_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
   STRATA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.get(), workspace_.bytes()));
 }

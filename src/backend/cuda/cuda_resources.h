@@ -1,5 +1,6 @@
 // RAII owners of CUDA resources: a stream, an event, device memory, and a cuBLAS handle bound to
-// one stream with its own workspace (cuBLAS wants one handle and workspace per concurrent stream).
+// one stream at a time with its own workspace (cuBLAS wants one handle and workspace per
+// concurrent stream).
 // Each is move-only; a moved-from object owns nothing. Creation failures abort (cuda_check.h).
 // Thread-compatible.
 #pragma once
@@ -91,6 +92,10 @@ class CublasHandle {
 
   cublasHandle_t get() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
+  // Later work runs on `stream`, still with this handle's workspace (cublasSetStream alone would
+  // drop it for the default pool). REQUIRES: work queued on the previous stream through this handle
+  // does not overlap the new stream's (they share the workspace).
+  void SetStream(cudaStream_t stream);
 
   // NVIDIA recommends 32 MiB on Hopper; smaller suffices elsewhere.
   static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
