@@ -43,6 +43,10 @@ class Backend {
   // A stream, and an event, of this backend.
   virtual std::unique_ptr<Stream> MakeStream() = 0;
   virtual std::unique_ptr<Event> MakeEvent() = 0;
+  // An arena over `memory`, host memory the caller owns and keeps while the arena lives, for a
+  // backend whose ops run on host memory (the CPU backend, whose ops then take spans of the host
+  // tier); null for a backend whose ops cannot read host memory.
+  virtual std::unique_ptr<DeviceArena> HostArena(std::span<uint8_t> memory) = 0;
   // Pins `memory` for this backend's copies until the result is destroyed (which must happen
   // before the memory is freed); a backend whose copies need no pinning pins nothing.
   // ResourceExhausted, saying how much and what to do, when it cannot be pinned.
@@ -74,11 +78,14 @@ class Backend {
                     int head_dim, std::span<const float> inv_freq) = 0;
   // x[i] += y[i].
   virtual void Add(Stream& stream, DeviceSpan x, DeviceSpan y) = 0;
-  // Layouts and masking: AttentionShape (shapes.h). Over host addresses, run at once on the
-  // calling thread: the one op still to move onto streams and spans (the cache's rows are a
-  // table across tiers, src/runtime/executor_attention.h).
-  virtual void Attention(const AttentionShape& shape, const float* q, const float* k,
-                         const float* v, const int* start, float* out) = 0;
+  // out[rows, cols] (fp32) = the 4-bit matrix whose codes and fp16 params (q4_sizes.h's sizes,
+  // groups of `group` columns) are `codes` and `params`, expanded.
+  virtual void ExpandWeightQ4(Stream& stream, DeviceSpan codes, DeviceSpan params, int64_t rows,
+                              int64_t cols, int group, DeviceSpan out) = 0;
+  // Causal attention of q over a contiguous cache: layouts and masking in AttentionShape
+  // (shapes.h); start holds shape.batch first real slots.
+  virtual void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q, DeviceSpan k,
+                         DeviceSpan v, std::span<const int> start, DeviceSpan out) = 0;
 };
 
 }  // namespace strata

@@ -40,6 +40,10 @@ bool DeviceSpan::Overlaps(const DeviceSpan& other) const {
          offset_ < other.offset_ + other.bytes_ && other.offset_ < offset_ + bytes_;
 }
 
+bool DeviceSpan::StartsAt(const DeviceSpan& base, uint64_t offset) const {
+  return arena_ != nullptr && arena_ == base.arena_ && offset_ == base.offset_ + offset;
+}
+
 DeviceSpan DeviceArena::Span(uint64_t offset, uint64_t bytes, SpanType type) const {
   STRATA_CHECK(offset <= capacity_ && bytes <= capacity_ - offset);
   return DeviceSpan(this, offset, bytes, type);

@@ -47,6 +47,8 @@ class DeviceSpan {
   DeviceSpan Sub(uint64_t offset, uint64_t bytes, SpanType type) const;
   // True when both spans lie in one arena and overlap.
   bool Overlaps(const DeviceSpan& other) const;
+  // True when both spans lie in one arena and this one begins `offset` bytes after `base` does.
+  bool StartsAt(const DeviceSpan& base, uint64_t offset) const;
   friend bool operator==(const DeviceSpan& a, const DeviceSpan& b) = default;
 
  private:
@@ -78,6 +80,8 @@ class DeviceArena {
   // host_view() at `span`'s first byte (null where host_view() is). REQUIRES (checked): `span`
   // is of this arena. Goes with host_view().
   uint8_t* HostView(const DeviceSpan& span) const;
+  // True when `span` is of this arena.
+  bool Holds(const DeviceSpan& span) const { return span.arena_ == this; }
 
  protected:
   // `backend` names the backend that made the arena (a string of static storage whose address

@@ -7,7 +7,7 @@ namespace strata {
 
 // Causal attention of `new_tokens` query tokens per sequence over a contiguous cache:
 //   q, out: [batch, new_tokens, num_heads, head_dim]
-//   k, v:   [batch, max_len, num_kv_heads, head_dim]
+//   k, v:   [batch, num_kv_heads, max_len, head_dim]
 // The new tokens sit at cache slots [cache_len - new_tokens, cache_len) (their keys and values
 // already written). Sequence b attends slots [start[b], its own slot]; a query with no slot to
 // attend gets a zero output. Query head h reads KV head h / (num_heads / num_kv_heads).

@@ -75,6 +75,10 @@ uint8_t* MemoryTiers::At(const DeviceSpan& span) const {
   return address;
 }
 
+std::unique_ptr<DeviceArena> MemoryTiers::HostArena(Backend& backend) const {
+  return backend.HostArena(std::span<uint8_t>(host_.data(), host_.size()));
+}
+
 uint64_t MemoryTiers::capacity_bytes(Tier tier) const {
   switch (tier) {
     case Tier::kGpu: return device_capacity_;

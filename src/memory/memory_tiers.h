@@ -58,6 +58,10 @@ class MemoryTiers {
   uint8_t* At(const Extent& e) const;
   // Host address of a span of the device arena, under At()'s REQUIRES for a GPU extent.
   uint8_t* At(const DeviceSpan& span) const;
+  // An arena of `backend` over the host tier (Backend::HostArena), whose spans at a CPU extent's
+  // offset are that extent: for a backend whose ops run on host memory (the CPU's), so that they
+  // take host-tier buffers as spans. Null where `backend` cannot. REQUIRES: it dies before this.
+  std::unique_ptr<DeviceArena> HostArena(Backend& backend) const;
 
   // Bytes each tier holds (arena sizes; the scratch file's size).
   uint64_t capacity_bytes(Tier tier) const;

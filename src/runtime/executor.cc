@@ -181,9 +181,10 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
     for (const Step& step : steps) {
       if (static_cast<int>(step.lane) != lane) continue;
       if (!options.skip_waits || !options.skip_waits(step)) {
+        const bool stream_waits = !options.skip_stream_waits || !options.skip_stream_waits(step);
         for (int w : step.waits) {
           given[w].wait(0);
-          stream.Wait(*events[static_cast<size_t>(w)]);
+          if (stream_waits) stream.Wait(*events[static_cast<size_t>(w)]);
         }
       }
       if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {

@@ -6,10 +6,10 @@
 // anyone waits on it, as CUDA requires), then its stream waits on the event. Never a device-wide
 // sync or a queue join; disk transfers go through the FileEnv's own threads or ring. Once every
 // sequence of the block has stopped, the remaining token steps are skipped.
-// The transformer's ops and most copies are given to the streams; the attention, cache and 4-bit
-// weight steps still run on the lane threads themselves (BlockCompute::Run), so the device
-// backend's streams must be ones that run their work on the thread that gives it (the CPU
-// backend's inline streams); moving the rest onto the streams is what lets a GPU run the plan.
+// Every copy and op is given to the streams, but for the 4-bit cache's steps, which still run on
+// the compute lane's thread (BlockCompute::Run): with a 4-bit cache the device backend's streams
+// must be ones that run their work on the thread that gives it (the CPU backend's inline
+// streams); moving those onto the streams is what lets a GPU run every plan.
 //
 // Every step also checks, as it starts, that each buffer it touches was last written by the step
 // the schedule says and is not being written by another lane (and, when it writes, not being
@@ -44,6 +44,10 @@ struct ExecutorOptions {
   // Tests: a step for which this returns true skips its waits, so that a test can show that a
   // missing wait is caught (the step aborts on its buffer checks). Default: none.
   std::function<bool(const Step&)> skip_waits;
+  // Tests: a step for which this returns true gives its stream none of its waits (its thread still
+  // waits until the steps it needs were given), so that a test can show that the streams' events
+  // are what orders their work. Default: none.
+  std::function<bool(const Step&)> skip_stream_waits;
 };
 
 // Thread-compatible: one Run at a time.

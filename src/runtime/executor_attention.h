@@ -3,11 +3,11 @@
 // a slice in its own memory (GPU home, cache slot, CPU home, CPU-attention slot), so a row is
 // found through a table. Each (sequence, query head, token) is computed exactly as one
 // Backend::Attention call over a contiguous cache computes it (or, for the 4-bit cache, one
-// kernels::cpu::DecodeAttentionQ4 call over a contiguous cache), so results are
-// the same bits.
+// kernels::cpu::DecodeAttentionQ4 call over a contiguous cache), so results are the same bits.
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/attention_q4.h"
@@ -16,9 +16,24 @@
 
 namespace strata {
 
-// One K row and one V row, each `stride` slots: head_dim fp32 values per slot (k, v), or for the
-// 4-bit cache the codes and params planes of kernels/kv_q4_format.h (k_codes ... v_params).
+// One K row and one V row, each `stride` slots, as spans of the arena they live in (the device's,
+// or the host tier's as the CPU backend sees it): head_dim fp32 values per slot (k, v), or for
+// the 4-bit cache the codes and params planes of kernels/kv_q4_format.h (k_codes ... v_params).
+// Each span runs from the row to the end of its plane, so that the rows after it in its buffer
+// are a Sub of it; the row itself is its first `stride` slots.
 struct KvRow {
+  DeviceSpan k, v;
+  int stride = 0;
+  DeviceSpan k_codes, k_params, v_codes, v_params;
+};
+
+// Row `index` of `buffer`, which holds `rows` rows of `len` slots in `format`'s planes.
+KvRow KvRowAt(const KvFormat& format, const DeviceSpan& buffer, int64_t rows, int len,
+              int64_t index);
+
+// A KvRow by host address, for the steps that still read and write the cache so (the writes,
+// and the 4-bit decode attention) until they are backend ops.
+struct KvRowAddress {
   float* k = nullptr;
   float* v = nullptr;
   int stride = 0;
@@ -27,9 +42,6 @@ struct KvRow {
   uint8_t* v_codes = nullptr;
   uint16_t* v_params = nullptr;
 };
-
-// Row `index` of a buffer at `base` holding `rows` rows of `len` slots in `format`'s planes.
-KvRow KvRowAt(const KvFormat& format, uint8_t* base, int64_t rows, int len, int64_t index);
 
 // How 4-bit rows take keys, as the plan says: Walsh–Hadamard rotated first, or by
 // channel (kernels/cpu/kv_q4_channel.h), a group once its last slot is written, from this
@@ -45,27 +57,27 @@ struct Q4KeyWrite {
 };
 
 // Stores this step's keys and values, k_new and v_new [batch * tokens, kv_heads * head_dim]
-// (token-major, as a Linear writes them), in slots [first_slot, first_slot + tokens) of rows
-// [row_begin, row_end) of `rows`; 4-bit rows (`q4`) quantized (keys as `keys` says) through
-// `scratch`.
-void WriteKvRows(const std::vector<KvRow>& rows, int row_begin, int row_end, int kv_heads,
-                 int head_dim, const float* k_new, const float* v_new, int tokens, int first_slot,
-                 bool q4, const Q4KeyWrite& keys, std::vector<float>& scratch);
+// (token-major, as a Linear writes them), in slots [first_slot, first_slot + tokens) of 4-bit
+// rows [row_begin, row_end) of `rows`, quantized (keys as `keys` says) through `scratch`.
+void WriteKvRowsQ4(const std::vector<KvRowAddress>& rows, int row_begin, int row_end,
+                   int kv_heads, int head_dim, const float* k_new, const float* v_new, int tokens,
+                   int first_slot, const Q4KeyWrite& keys, std::vector<float>& scratch);
 
 // out = attention of q over rows [row_begin, row_end) of `rows`, for the query heads those rows
-// serve; other heads of `out` are left as they are. `shape` is the whole micro-batch's (its
-// max_len is ignored: each row has its own stride). Whole sequences whose rows lie contiguously
-// go in one backend call; other rows one call each (queries gathered into `scratch` when a
-// step has several tokens).
-void AttendRows(Backend& backend, const AttentionShape& shape, const float* q,
-                const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
-                float* out, std::vector<float>& scratch);
+// serve, on `stream`; other heads of `out` are left as they are. `shape` is the whole
+// micro-batch's (its max_len is ignored: each row has its own stride); q and out hold all of it.
+// Whole sequences whose rows lie contiguously go in one backend call; other rows one call each
+// (one a token when a step has several, since a token's heads are what lie together).
+void AttendRows(Backend& backend, Stream& stream, const AttentionShape& shape, DeviceSpan q,
+                const std::vector<KvRow>& rows, int row_begin, int row_end,
+                std::span<const int> start, DeviceSpan out);
 
 // AttendRows for a decode step (one token) over 4-bit rows, on the 4-bit codes directly
 // (kernels/cpu/attention_q4.h). `shape`'s batch and max_len are ignored. `exact`, when given,
 // holds the exact tokens of the whole micro-batch (Q4ExactRows, row r of `rows` at its row r).
 void AttendRowsQ4(const kernels::cpu::DecodeAttentionQ4Shape& shape, const float* q,
-                  const std::vector<KvRow>& rows, int row_begin, int row_end, const int* start,
-                  float* out, const kernels::cpu::Q4ExactRows* exact = nullptr);
+                  const std::vector<KvRowAddress>& rows, int row_begin, int row_end,
+                  const int* start, float* out,
+                  const kernels::cpu::Q4ExactRows* exact = nullptr);
 
 }  // namespace strata

@@ -6,7 +6,6 @@
 
 #include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
-#include "kernels/cpu/weight_q4.h"
 #include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
@@ -49,7 +48,12 @@ BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend&
       delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0),
       transformer_(model, device_backend, tiers.Device(placement.transformer_workspace),
                    int64_t{placement.shape.gpu_batch_size} * placement.shape.prompt_len),
-      logits_ready_(device_backend.MakeEvent()) {
+      host_arena_(tiers.HostArena(cpu_backend)),
+      cpu_stream_(cpu_backend.MakeStream()),
+      logits_ready_(device_backend.MakeEvent()),
+      to_cpu_(device_backend.MakeEvent()),
+      cpu_done_(cpu_backend.MakeEvent()) {
+  STRATA_CHECK(host_arena_ != nullptr);
   STRATA_CHECK(&device_backend != &cpu_backend);
   if (p_.cache.format.q4) {
     const int d = model.config().head_dim;
@@ -103,7 +107,7 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
       tiers_.Device(step.activation_slot >= 0 ? a.slots[step.activation_slot]
                                               : a.homes[static_cast<size_t>(k)].gpu);
   const int slot = std::max(step.weight_slot, 0);
-  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, run, record);
+  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, run, stream, record);
   const LayerRole role = RoleOfLayer(step.layer, blocks);
   if (role == LayerRole::kInputEmbedding) {
     // The step's rows are known once Input() has made its StepInput.
@@ -130,7 +134,7 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
 }
 
 void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& run,
-                                 LaneRecord& record) {
+                                 Stream& stream, LaneRecord& record) {
   const LayerRole role = RoleOfLayer(step.layer, blocks);
   const size_t layer = role == LayerRole::kInputEmbedding ? 0
                        : role == LayerRole::kOutput
@@ -143,38 +147,46 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
     STRATA_CHECK(expanded_token_ == step.token && expanded_layer_ == step.layer);
     return;
   }
-  const uint8_t* slot = step.weight_slot >= 0 ? tiers_.At(p_.weight_slots[step.weight_slot])
-                                              : nullptr;
-  uint8_t* expanded = tiers_.At(p_.expanded_weights);
+  const DeviceSpan expanded = tiers_.Device(p_.expanded_weights);
   for (const PlacedTensor& t : p_.weights.layers[layer].tensors) {
     if (!t.q4 || t.part != part) continue;
-    const long cols = static_cast<long>(t.source.dim(1));
+    const int64_t cols = t.source.dim(1);
     const int group = t.q4_group;
     // Placement sizes the rows as the backends lay them out (src/memory cannot say).
     STRATA_CHECK(t.row_bytes == WeightQ4CodeBytes(1, cols) +
                                     WeightQ4ParamHalves(1, cols, group) *
                                         static_cast<int64_t>(sizeof(uint16_t)));
-    auto* out = reinterpret_cast<float*>(expanded + t.expanded_offset);
-    // Rows as assembled: a chunk per tier, each its codes then its params.
-    STRATA_CHECK(t.on_gpu() || slot != nullptr);
-    const uint8_t* chunk = t.on_gpu() ? tiers_.At(t.gpu_home) : slot + t.slot_offset;
-    if (layer == 0 && t.slot_offset >= 0) {  // the step's rows, in one chunk
-      STRATA_CHECK(run.input_rows.token == step.token);
-      const long n = static_cast<long>(run.input_rows.of(t).size());
-      const auto* params =
-          reinterpret_cast<const uint16_t*>(chunk + WeightQ4CodeBytes(n, cols));
-      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group, out);
+    // Rows [first, first + n) from `chunk`, its codes then its params.
+    const auto expand = [&](const DeviceSpan& chunk, int64_t first, int64_t n) {
+      const uint64_t codes = static_cast<uint64_t>(WeightQ4CodeBytes(n, cols));
+      const uint64_t params = static_cast<uint64_t>(WeightQ4ParamHalves(n, cols, group)) * 2;
+      const uint64_t row_floats = static_cast<uint64_t>(cols) * sizeof(float);
+      device_.ExpandWeightQ4(stream, chunk.Sub(0, codes), chunk.Sub(codes, params), n, cols,
+                             group,
+                             expanded.Sub(static_cast<uint64_t>(t.expanded_offset) +
+                                              static_cast<uint64_t>(first) * row_floats,
+                                          static_cast<uint64_t>(n) * row_floats, SpanType::kF32));
+    };
+    // Rows as assembled: a chunk per tier; an input table in a slot, only the step's rows.
+    STRATA_CHECK(t.on_gpu() || step.weight_slot >= 0);
+    const bool step_rows = layer == 0 && t.slot_offset >= 0;
+    STRATA_CHECK(!step_rows || run.input_rows.token == step.token);
+    const int64_t rows =
+        step_rows ? static_cast<int64_t>(run.input_rows.of(t).size()) : t.source.dim(0);
+    const uint64_t bytes = static_cast<uint64_t>(rows * t.row_bytes);
+    const DeviceSpan at = t.on_gpu() ? tiers_.Device(t.gpu_home).Sub(0, bytes)
+                                     : tiers_.Device(p_.weight_slots[step.weight_slot])
+                                           .Sub(static_cast<uint64_t>(t.slot_offset), bytes);
+    if (step_rows) {
+      expand(at, 0, rows);
       continue;
     }
-    long first = 0;
-    for (const int64_t rows : {t.gpu_rows, t.cpu_rows, t.disk_rows}) {
-      if (rows == 0) continue;
-      const long n = static_cast<long>(rows);
-      const auto* params =
-          reinterpret_cast<const uint16_t*>(chunk + WeightQ4CodeBytes(n, cols));
-      kernels::cpu::ExpandWeightQ4(chunk, params, n, cols, group,
-                                   out + static_cast<size_t>(first) * static_cast<size_t>(cols));
-      chunk += rows * t.row_bytes;
+    int64_t first = 0;
+    for (const int64_t n : {t.gpu_rows, t.cpu_rows, t.disk_rows}) {
+      if (n == 0) continue;
+      expand(at.Sub(static_cast<uint64_t>(first * t.row_bytes),
+                    static_cast<uint64_t>(n * t.row_bytes)),
+             first, n);
       first += n;
     }
   }
@@ -239,20 +251,64 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   const int64_t g = c.rows.gpu, cpu = c.rows.cpu, disk = c.rows.disk;
   const bool delegated = delegate_ && step.token > 0;
   rows_.resize(static_cast<size_t>(rows));
+  row_addresses_.resize(static_cast<size_t>(rows));
   for (int64_t r = 0; r < rows; ++r) {
     KvRow& kv = rows_[static_cast<size_t>(r)];
     if (r < g) {
-      kv = KvRowAt(c.format, tiers_.At(home.gpu), g, c.max_len, r);
+      kv = KvRowAt(c.format, tiers_.Device(home.gpu), g, c.max_len, r);
     } else if (delegated && r < g + cpu) {
-      kv = KvRowAt(c.format, tiers_.At(home.cpu), cpu, c.max_len, r - g);
+      kv = KvRowAt(c.format, Host(home.cpu), cpu, c.max_len, r - g);
     } else if (delegated) {
-      kv = KvRowAt(c.format, tiers_.At(c.cpu_slots[step.cache_slot]), disk, c.max_len,
-                   r - g - cpu);
+      kv = KvRowAt(c.format, Host(c.cpu_slots[step.cache_slot]), disk, c.max_len, r - g - cpu);
     } else {
-      kv = KvRowAt(c.format, tiers_.At(c.slots[step.cache_slot]), c.rows.off_gpu(),
+      kv = KvRowAt(c.format, tiers_.Device(c.slots[step.cache_slot]), c.rows.off_gpu(),
                    c.staging_len, r - g);
     }
+    KvRowAddress& a = row_addresses_[static_cast<size_t>(r)];
+    a.stride = kv.stride;
+    a.k = reinterpret_cast<float*>(Address(kv.k));
+    a.v = reinterpret_cast<float*>(Address(kv.v));
+    a.k_codes = Address(kv.k_codes);
+    a.k_params = reinterpret_cast<uint16_t*>(Address(kv.k_params));
+    a.v_codes = Address(kv.v_codes);
+    a.v_params = reinterpret_cast<uint16_t*>(Address(kv.v_params));
   }
+}
+
+void BlockCompute::WriteRows(Stream& stream, int row_begin, int row_end, const StepInput& in,
+                             DeviceSpan k_new, DeviceSpan v_new) {
+  const ModelConfig& cfg = model_.config();
+  const int kvh = cfg.num_kv_heads;
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const int tokens = in.new_tokens;
+  const uint64_t first = static_cast<uint64_t>(in.cache_len - tokens) * head;
+  // Each (row, token) a copy, into the device tier or, for rows delegated to the CPU, to the host.
+  const auto copy = [&](const DeviceSpan& dst, const DeviceSpan& src) {
+    if (host_arena_->Holds(dst)) {
+      stream.CopyToHost({Address(dst), dst.bytes()}, src);
+    } else {
+      stream.CopyOnDevice(dst, src);
+    }
+  };
+  for (int r = row_begin; r < row_end; ++r) {
+    const KvRow& row = rows_[static_cast<size_t>(r)];
+    const int b = r / kvh, h = r % kvh;
+    for (int t = 0; t < tokens; ++t) {
+      const uint64_t src = ((static_cast<uint64_t>(b) * tokens + t) * kvh + h) * head;
+      copy(row.k.Sub(first + t * head, head), k_new.Sub(src, head));
+      copy(row.v.Sub(first + t * head, head), v_new.Sub(src, head));
+    }
+  }
+}
+
+DeviceSpan BlockCompute::Host(const Extent& e) const {
+  STRATA_CHECK(e.tier == Tier::kCpu);
+  return host_arena_->Span(e.offset, e.bytes);
+}
+
+uint8_t* BlockCompute::Address(const DeviceSpan& span) const {
+  if (span.empty()) return nullptr;
+  return host_arena_->Holds(span) ? host_arena_->HostView(span) : tiers_.At(span);
 }
 
 void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream& stream,
@@ -307,8 +363,12 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   const Q4KeyWrite key_write{rotate,       p_.plan.channel_keys(), exact.sink,
                              exact.window, exact_k,                in.start.data()};
   // Keys by channel read the exact rows as they were before this step's tokens.
-  WriteKvRows(rows_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens, first_slot, q4,
-              key_write, scratch_);
+  if (q4) {
+    WriteKvRowsQ4(row_addresses_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens,
+                  first_slot, key_write, scratch_);
+  } else {
+    WriteRows(stream, 0, local, in, spans.k, spans.v);
+  }
   if (p_.plan.exact_tokens()) {
     kernels::cpu::WriteExactRows(in.batch, kvh, cfg.head_dim, exact.sink, exact.window, k_new,
                                  buf.v, in.new_tokens, first_slot, in.start.data(), rotate,
@@ -323,36 +383,52 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   q4_shape.keys_rotated = rotate;
   q4_shape.keys_by_channel = p_.plan.channel_keys();
   if (!q4) {
-    AttendRows(device_, shape, buf.q, rows_, 0, local, in.start.data(), buf.attn, scratch_);
+    AttendRows(device_, stream, shape, spans.q, rows_, 0, local, in.start, spans.attn);
   } else if (step.token == 0) {
-    PrefillOnFp32(in, buf.q, buf.k, buf.v, buf.attn, shape);
+    PrefillOnFp32(in, stream, spans, shape);
   } else {
-    AttendRowsQ4(q4_shape, q, rows_, 0, local, in.start.data(), buf.attn, &exact);
+    AttendRowsQ4(q4_shape, q, row_addresses_, 0, local, in.start.data(), buf.attn, &exact);
   }
   if (local < rows) {
     // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
     // of the output.
-    const size_t per_row = static_cast<size_t>(cfg.num_heads / kvh) * cfg.head_dim;
-    const size_t begin = static_cast<size_t>(local) * per_row;
-    const size_t bytes = (static_cast<size_t>(rows) * per_row - begin) * sizeof(float);
-    auto* q_cpu = reinterpret_cast<float*>(
-        tiers_.At(p_.cache.cpu_workspace[step.micro_batch % 2]));
-    float* out_cpu = q_cpu + static_cast<size_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
-                                 cfg.head_dim;
+    const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / kvh) * cfg.head_dim * 4;
+    const uint64_t begin = static_cast<uint64_t>(local) * per_row;
+    const uint64_t bytes = static_cast<uint64_t>(rows) * per_row - begin;
+    const DeviceSpan workspace = Host(p_.cache.cpu_workspace[step.micro_batch % 2]);
+    const uint64_t q_bytes = spans.q.bytes();
+    const DeviceSpan q_cpu = workspace.Sub(0, q_bytes, SpanType::kF32);
+    const uint64_t out_at = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
+                            cfg.head_dim * 4;
+    const DeviceSpan out_cpu = workspace.Sub(out_at, q_bytes, SpanType::kF32);
     const double t0 = record.NowUs();
-    WriteKvRows(rows_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot, q4,
-                key_write, scratch_);
-    std::memcpy(q_cpu + begin, q + begin, bytes);
+    if (q4) {
+      WriteKvRowsQ4(row_addresses_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot,
+                    key_write, scratch_);
+    } else {
+      WriteRows(stream, local, rows, in, spans.k, spans.v);
+    }
+    if (q == buf.q) {
+      stream.CopyToHost({Address(q_cpu) + begin, bytes}, spans.q.Sub(begin, bytes));
+      stream.Record(*to_cpu_);
+      to_cpu_->HostWait();
+    } else {  // scaled for smoothed keys, on the host
+      std::memcpy(Address(q_cpu) + begin, reinterpret_cast<const uint8_t*>(q) + begin, bytes);
+    }
     const double t1 = record.NowUs();
     record.AddTransfer(Link::kGpuToCpu, t0, t1,
                        bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
     if (q4) {
-      AttendRowsQ4(q4_shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, &exact);
+      AttendRowsQ4(q4_shape, reinterpret_cast<const float*>(Address(q_cpu)), row_addresses_,
+                   local, rows, in.start.data(), reinterpret_cast<float*>(Address(out_cpu)),
+                   &exact);
     } else {
-      AttendRows(cpu_, shape, q_cpu, rows_, local, rows, in.start.data(), out_cpu, scratch_);
+      AttendRows(cpu_, *cpu_stream_, shape, q_cpu, rows_, local, rows, in.start, out_cpu);
+      cpu_stream_->Record(*cpu_done_);
+      cpu_done_->HostWait();
     }
     const double t2 = record.NowUs();
-    std::memcpy(buf.attn + begin, out_cpu + begin, bytes);
+    stream.CopyToDevice(spans.attn.Sub(begin, bytes), {Address(out_cpu) + begin, bytes});
     record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
   transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, spans.attn, hidden);
@@ -416,30 +492,34 @@ void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, cons
   }
 }
 
-void BlockCompute::PrefillOnFp32(const StepInput& in, const float* q, const float* k,
-                                 const float* v, float* attn, AttentionShape shape) {
-  // As Transformer's prefill on a compressed cache: the prompt attends to its own fp32 keys and
+void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,
+                                 const Transformer::AttentionBuffers& buf,
+                                 AttentionShape shape) {
+  // As the reference's prefill on a compressed cache: the prompt attends to its own fp32 keys and
   // values (no earlier slots), laid out [kv_heads, cache_len, head_dim], one sequence at a time
   // (each sequence's attention is computed on its own either way).
   const ModelConfig& cfg = model_.config();
-  const size_t d = static_cast<size_t>(cfg.head_dim);
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
   const int kvh = cfg.num_kv_heads;
-  auto* kf = reinterpret_cast<float*>(tiers_.At(p_.cache.prefill));
-  float* vf = kf + static_cast<size_t>(kvh) * in.cache_len * d;
-  const size_t seq_floats = static_cast<size_t>(in.new_tokens) * cfg.num_heads * d;
+  const uint64_t plane = static_cast<uint64_t>(kvh) * in.cache_len * head;
+  const DeviceSpan prefill = tiers_.Device(p_.cache.prefill);
+  const DeviceSpan kf = prefill.Sub(0, plane, SpanType::kF32);
+  const DeviceSpan vf = prefill.Sub(plane, plane, SpanType::kF32);
+  const uint64_t seq_bytes = static_cast<uint64_t>(in.new_tokens) * cfg.num_heads * head;
   shape.batch = 1;
   shape.max_len = in.cache_len;
   for (int b = 0; b < in.batch; ++b) {
     for (int t = 0; t < in.new_tokens; ++t) {
       for (int h = 0; h < kvh; ++h) {
-        const size_t src = ((static_cast<size_t>(b) * in.new_tokens + t) * kvh + h) * d;
-        const size_t dst = (static_cast<size_t>(h) * in.cache_len + t) * d;
-        std::memcpy(kf + dst, k + src, d * sizeof(float));
-        std::memcpy(vf + dst, v + src, d * sizeof(float));
+        const uint64_t src = ((static_cast<uint64_t>(b) * in.new_tokens + t) * kvh + h) * head;
+        const uint64_t dst = (static_cast<uint64_t>(h) * in.cache_len + t) * head;
+        stream.CopyOnDevice(kf.Sub(dst, head), buf.k.Sub(src, head));
+        stream.CopyOnDevice(vf.Sub(dst, head), buf.v.Sub(src, head));
       }
     }
-    device_.Attention(shape, q + b * seq_floats, kf, vf, in.start.data() + b,
-                      attn + b * seq_floats);
+    device_.Attention(stream, shape, buf.q.Sub(b * seq_bytes, seq_bytes), kf, vf,
+                      std::span(in.start).subspan(static_cast<size_t>(b), 1),
+                      buf.attn.Sub(b * seq_bytes, seq_bytes));
   }
 }
 

@@ -64,10 +64,11 @@ class BlockCompute {
   BlockCompute(const Model& model, Backend& device_backend, Backend& cpu_backend,
                const Placement& placement, const MemoryTiers& tiers);
 
-  // Runs compute step `step` of `run`, its device work on `stream` (the compute lane's). Until
-  // every op takes spans, the attention, cache and 4-bit weight steps still read and write device
-  // bytes by address on the calling thread: the device backend's streams must then run their
-  // work on the thread that gives it (the CPU backend's inline streams).
+  // Runs compute step `step` of `run`, its device work on `stream` (the compute lane's; CPU
+  // attention on a CPU stream of its own). Until every op takes spans, the 4-bit cache's writes,
+  // smoothing, exact rows and decode attention still read and write device bytes by address on
+  // the calling thread: with a 4-bit cache the device backend's streams must run their work on
+  // the thread that gives it (the CPU backend's inline streams).
   void Run(const Step& step, int blocks, BlockRun& run, Stream& stream, LaneRecord& record);
 
  private:
@@ -82,23 +83,34 @@ class BlockCompute {
   // exact rows of layer `block` in placement's cache.exact (Q4ExactRows' layout).
   std::pair<float*, float*> ExactRows(const Step& step, int block) const;
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
-  void PrefillOnFp32(const StepInput& in, const float* q, const float* k, const float* v,
-                     float* attn, AttentionShape shape);
+  void PrefillOnFp32(const StepInput& in, Stream& stream,
+                     const Transformer::AttentionBuffers& buf, AttentionShape shape);
   // The output layer: the logits of each sequence's newest row, sampled (BlockSequences); at the
   // prefill also those of every real prompt row of a sequence that asks for its prompt logits.
   void Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
   // logits[rows, vocab] of `rows` rows of last_hidden, in logits_: computed on `stream` and read
   // back, waited for.
   void LogitsOf(const Step& step, Stream& stream, int rows);
-  // The KV rows of slice (block, k) for `step`, in rows_.
+  // fp32 rows [row_begin, row_end) of rows_ take the step's keys and values, k_new and v_new
+  // [batch * tokens, kv_heads * head_dim], in their slots of `in`'s new tokens: copies on
+  // `stream`.
+  void WriteRows(Stream& stream, int row_begin, int row_end, const StepInput& in,
+                 DeviceSpan k_new, DeviceSpan v_new);
+  // The KV rows of slice (block, k) for `step`, in rows_ (and row_addresses_).
   void BuildRows(const Step& step, int block, int rows);
+  // A host-tier extent as a span of host_arena_ (the CPU backend's view of the host tier).
+  DeviceSpan Host(const Extent& e) const;
+  // The host address of a span of the device tier or of host_arena_ (null for an empty one): for
+  // the steps that still read and write by address (see Run).
+  uint8_t* Address(const DeviceSpan& span) const;
   // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
   // (all of them: -1); a 4-bit tensor's is its fp32 expansion.
   DeviceWeight View(const PlacedTensor& t, int slot, int64_t rows = -1) const;
   // 4-bit weights: at micro-batch 0 expands the step's scheduling layer (from its weight slot
   // and GPU homes) into placement's expanded_weights, which every micro-batch of the layer then
   // reads; so once per layer per token step, counted in `record`.
-  void ExpandWeights(const Step& step, int blocks, const BlockRun& run, LaneRecord& record);
+  void ExpandWeights(const Step& step, int blocks, const BlockRun& run, Stream& stream,
+                     LaneRecord& record);
 
   const Model& model_;
   Backend& device_;
@@ -107,11 +119,14 @@ class BlockCompute {
   const MemoryTiers& tiers_;
   const bool delegate_;
   Transformer transformer_;
+  std::unique_ptr<DeviceArena> host_arena_;  // the host tier, for the CPU backend's ops
+  std::unique_ptr<Stream> cpu_stream_;       // CPU attention's
+  std::unique_ptr<Event> logits_ready_, to_cpu_, cpu_done_;
   std::vector<DeviceLayerWeights> block_views_[2];  // [slot][block]
   DeviceModelWeights model_views_[2];               // input and output tensors, [slot]
-  std::unique_ptr<Event> logits_ready_;
   std::vector<float> logits_;  // LogitsOf's
   std::vector<KvRow> rows_;
+  std::vector<KvRowAddress> row_addresses_;  // rows_ by address
   std::vector<float> scratch_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
   std::vector<float> smoothed_k_, scaled_q_;  // Smooth's outputs

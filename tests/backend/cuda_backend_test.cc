@@ -287,7 +287,6 @@ TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
     const std::vector<float> got_q = rope(*gpu_, *dev_);
     EXPECT_LT(NormalizedError(ToDouble(want_q), got_q), 1e-6);
 
-    // Attention keeps its pointer form: device arrays on the backend's own stream.
     const size_t kv_n = static_cast<size_t>(c.batch) * c.kv_heads * c.max_len * c.head_dim;
     const std::vector<float> k = RandomNormals(rng, kv_n), v = RandomNormals(rng, kv_n);
     std::vector<int> start(static_cast<size_t>(c.batch));
@@ -303,12 +302,16 @@ TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
     shape.max_len = c.max_len;
     shape.cache_len = c.cache_len;
     shape.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    std::vector<float> want(want_q.size());
-    cpu_->Attention(shape, want_q.data(), k.data(), v.data(), start.data(), want.data());
-    DeviceArray<float> dq(got_q), dk(k), dv(v), out(want.size());
-    out.Poison();
-    gpu_->Attention(shape, dq.get(), dk.get(), dv.get(), start.data(), out.get());
-    EXPECT_LT(NormalizedError(ToDouble(want), out.Download()), 1e-5);
+    auto attend = [&](Backend& backend, BackendWorkspace& ws,
+                      const std::vector<float>& queries) {
+      ws.Reset();
+      const DeviceSpan out = ws.Floats(queries.size());
+      backend.Attention(ws.stream(), shape, ws.Floats(queries), ws.Floats(k), ws.Floats(v), start,
+                        out);
+      return ws.Read(out);
+    };
+    const std::vector<float> want = attend(*cpu_, *host_, want_q);
+    EXPECT_LT(NormalizedError(ToDouble(want), attend(*gpu_, *dev_, got_q)), 1e-5);
   }
 }
 

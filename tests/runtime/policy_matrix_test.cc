@@ -116,13 +116,14 @@ std::vector<std::vector<int32_t>> TokensOf(const std::vector<GenerationResult>& 
 }
 
 // Runs `block` under every policy, compares the tokens with the reference's and returns each run's
-// metrics. `jitter_us` shakes the lanes.
+// metrics. `jitter_us` shakes the lanes; `streams` says how the device's streams run their work.
 std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& tokenizer,
                                            const std::vector<GenerationRequest>& block,
                                            const std::vector<Policy>& policies, int jitter_us,
-                                           Compression compression = {}) {
+                                           Compression compression = {},
+                                           CpuStreamOptions streams = {}) {
   std::vector<ExecutorMetrics> metrics;
-  auto backend = MakeCpuBackend();
+  auto backend = MakeCpuBackend({.streams = streams});
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
   const std::vector<GenerationResult> want =
       ReferenceResults(model, tokenizer, block, compression);
@@ -200,6 +201,42 @@ TEST_P(FixturePolicyTest, TokensMatchTheReferenceUnderEveryPolicy) {
   CheckPolicies(*model_, *tokenizer_, block,
                 std::vector<Policy>(std::begin(kPolicies), std::end(kPolicies)), 0);
   CheckPolicies(*model_, *tokenizer_, block, {kPolicies[5], kPolicies[6], kPolicies[10]}, 200);
+}
+
+// The device's streams on worker threads that sleep a random while before each piece of work, so
+// that only the events the executor records and waits for order the lanes' work: the tokens are
+// still the reference's under every policy, with fp32 or 4-bit weights. (An fp32 cache: the plans
+// whose every step is stream work; the 4-bit cache's steps still work by address on the lanes'
+// threads.)
+TEST_P(FixturePolicyTest, TokensMatchTheReferenceOnDelayedStreams) {
+  const std::vector<GenerationRequest> block = Block(6);
+  ASSERT_FALSE(block.empty());
+  const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
+  for (const Compression c : {Compression{}, Compression{.weight = true}}) {
+    SCOPED_TRACE(c.weight ? "4-bit weights" : "fp32 weights");
+    CheckPolicies(*model_, *tokenizer_, block, policies, 0, c,
+                  {.threaded = true, .max_delay_us = 100, .seed = 9});
+  }
+}
+
+// And the events are what does it: with the compute steps' streams given none of their waits
+// (each lane's thread still waits for the steps it needs to be given), the compute reads weights,
+// cache rows and hidden states before they land, and the tokens go wrong.
+TEST_P(FixturePolicyTest, ComputeStreamsWithoutTheirWaitsGoWrong) {
+  const std::vector<GenerationRequest> block = Block(6);
+  ASSERT_FALSE(block.empty());
+  const std::vector<GenerationResult> want = ReferenceResults(*model_, *tokenizer_, block);
+  auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 2000, .seed = 4}});
+  OffloadOptions o;
+  o.plan = *PlanFromFlexGenPercent(kPolicies[5].percent, kPolicies[5].gbs, kPolicies[5].nb);
+  o.tiers.offload_dir = ::testing::TempDir();
+  o.executor.skip_stream_waits = [](const Step& s) { return s.kind == StepKind::kCompute; };
+  OffloadGenerator offload(*model_, *backend, *tokenizer_,
+                           EndOfGenerationIds(*tokenizer_, model_->config()), o);
+  Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), want.size());
+  EXPECT_NE(TokensOf(*got), TokensOf(want));
 }
 
 // The 4-bit KV cache under every policy: written quantized as the prefill and each decode step

@@ -13,7 +13,9 @@
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/threads.h"
+#include "kernels/cpu/weight_q4.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -95,6 +97,9 @@ class CpuBackend final : public Backend {
     return MakeCpuStream(stream);
   }
   std::unique_ptr<Event> MakeEvent() override { return MakeCpuEvent(); }
+  std::unique_ptr<DeviceArena> HostArena(std::span<uint8_t> memory) override {
+    return CpuArenaOver(memory);
+  }
   // Its copies are memcpy: nothing to pin.
   Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t>) override {
     return std::make_unique<PinnedHost>();
@@ -207,11 +212,34 @@ class CpuBackend final : public Backend {
     });
   }
 
-  void Attention(const AttentionShape& shape, const float* q, const float* kc, const float* vc,
-                 const int* start, float* out) override {
+  void ExpandWeightQ4(Stream& stream, DeviceSpan codes_span, DeviceSpan params_span,
+                      int64_t rows, int64_t cols, int group, DeviceSpan out_span) override {
+    STRATA_CHECK(codes_span.bytes() == static_cast<uint64_t>(WeightQ4CodeBytes(rows, cols)) &&
+                 params_span.bytes() ==
+                     static_cast<uint64_t>(WeightQ4ParamHalves(rows, cols, group)) * 2);
+    const uint8_t* codes = CpuAddress(codes_span);
+    const auto* params = reinterpret_cast<const uint16_t*>(CpuAddress(params_span));
+    float* out = Floats(out_span, rows * cols);
+    RunOnCpuStream(stream, [=] { k::ExpandWeightQ4(codes, params, rows, cols, group, out); });
+  }
+
+  void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q_span,
+                 DeviceSpan k_span, DeviceSpan v_span, std::span<const int> start,
+                 DeviceSpan out_span) override {
     const k::AttentionShape s{shape.batch,    shape.new_tokens, shape.num_heads, shape.num_kv_heads,
                               shape.head_dim, shape.max_len,    shape.cache_len, shape.scale};
-    k::CausalAttention(s, q, kc, vc, start, out);
+    STRATA_CHECK(static_cast<int>(start.size()) == shape.batch);
+    const int64_t queries = int64_t{shape.batch} * shape.new_tokens * shape.num_heads *
+                            shape.head_dim;
+    const int64_t cache = int64_t{shape.batch} * shape.num_kv_heads * shape.max_len *
+                          shape.head_dim;
+    const float* q = Floats(q_span, queries);
+    const float* kc = Floats(k_span, cache);
+    const float* vc = Floats(v_span, cache);
+    float* out = Floats(out_span, queries);
+    RunOnCpuStream(stream, [=, first = std::vector<int>(start.begin(), start.end())] {
+      k::CausalAttention(s, q, kc, vc, first.data(), out);
+    });
   }
 
  private:

@@ -22,13 +22,14 @@ namespace {
 constexpr char kCpuBackend[] = "cpu";
 
 // Anonymous memory, page-aligned (disk transfers may land in it), huge pages asked for and every
-// page faulted in up front, as the pinned host tier's (src/io/aligned_buffer.h).
+// page faulted in up front, as the pinned host tier's (src/io/aligned_buffer.h); or host memory
+// someone else owns (mapped 0).
 class CpuDeviceArena final : public DeviceArena {
  public:
   CpuDeviceArena(uint8_t* base, uint64_t mapped, uint64_t bytes)
       : DeviceArena(bytes, kCpuBackend), base_(base), mapped_(mapped) {}
   ~CpuDeviceArena() override {
-    if (base_ != nullptr) ::munmap(base_, mapped_);
+    if (mapped_ > 0) ::munmap(base_, mapped_);
   }
   uint8_t* host_view() const override { return base_; }
 
@@ -200,6 +201,10 @@ Result<std::unique_ptr<DeviceArena>> AllocateCpuDeviceArena(uint64_t bytes) {
   }
   return std::unique_ptr<DeviceArena>(
       std::make_unique<CpuDeviceArena>(static_cast<uint8_t*>(base), mapped, bytes));
+}
+
+std::unique_ptr<DeviceArena> CpuArenaOver(std::span<uint8_t> memory) {
+  return std::make_unique<CpuDeviceArena>(memory.data(), 0, memory.size());
 }
 
 std::unique_ptr<Stream> MakeCpuStream(const CpuStreamOptions& options) {

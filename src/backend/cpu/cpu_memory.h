@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 
 #include "src/backend/memory.h"
 #include "src/core/status.h"
@@ -27,6 +28,8 @@ struct CpuStreamOptions {
 // A host arena of `bytes` (zero-filled, 64-byte aligned); ResourceExhausted naming the size when
 // the memory cannot be had.
 Result<std::unique_ptr<DeviceArena>> AllocateCpuDeviceArena(uint64_t bytes);
+// An arena over host memory the caller owns and keeps while the arena lives.
+std::unique_ptr<DeviceArena> CpuArenaOver(std::span<uint8_t> memory);
 std::unique_ptr<Stream> MakeCpuStream(const CpuStreamOptions& options);
 std::unique_ptr<Event> MakeCpuEvent();
 

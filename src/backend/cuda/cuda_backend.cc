@@ -12,6 +12,7 @@
 #include "src/backend/cuda/cuda_resources.h"
 #include "src/backend/cuda/gemm.h"
 #include "src/backend/cuda/ops.h"
+#include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -54,7 +55,7 @@ DeviceTensor Elements(const DeviceWeight& w) {
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options)
-      : options_(options), stream_(/*non_blocking=*/false), blas_(stream_.get()) {}
+      : options_(options), blas_(/*stream=*/nullptr) {}
 
   const char* name() const override { return "cuda"; }
 
@@ -63,6 +64,8 @@ class CudaBackend final : public Backend {
   }
   std::unique_ptr<Stream> MakeStream() override { return MakeCudaBackendStream(); }
   std::unique_ptr<Event> MakeEvent() override { return MakeCudaEvent(); }
+  // Its kernels read device memory only.
+  std::unique_ptr<DeviceArena> HostArena(std::span<uint8_t>) override { return nullptr; }
   Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) override {
     return PinCudaHostMemory(memory);
   }
@@ -150,8 +153,25 @@ class CudaBackend final : public Backend {
     STRATA_CUDA_CHECK(cuda_ops::Add(Floats(x, n), Floats(y, n), n, CudaStreamOf(stream)));
   }
 
-  void Attention(const AttentionShape& shape, const float* q, const float* k, const float* v,
-                 const int* start, float* out) override {
+  void ExpandWeightQ4(Stream& stream, DeviceSpan codes, DeviceSpan params, int64_t rows,
+                      int64_t cols, int group, DeviceSpan out) override {
+    STRATA_CHECK(codes.bytes() == static_cast<uint64_t>(WeightQ4CodeBytes(rows, cols)) &&
+                 params.bytes() ==
+                     static_cast<uint64_t>(WeightQ4ParamHalves(rows, cols, group)) * 2);
+    STRATA_CUDA_CHECK(cuda_ops::ExpandWeightQ4(
+        static_cast<const uint8_t*>(CudaAddress(codes)),
+        static_cast<const __half*>(CudaAddress(params)), rows, static_cast<int>(cols), group,
+        ElemType::kF32, Floats(out, rows * cols), CudaStreamOf(stream)));
+  }
+
+  void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q, DeviceSpan k,
+                 DeviceSpan v, std::span<const int> start, DeviceSpan out) override {
+    const cudaStream_t cs = CudaStreamOf(stream);
+    STRATA_CHECK(static_cast<int>(start.size()) == shape.batch);
+    const int64_t queries = int64_t{shape.batch} * shape.new_tokens * shape.num_heads *
+                            shape.head_dim;
+    const int64_t cache = int64_t{shape.batch} * shape.num_kv_heads * shape.max_len *
+                          shape.head_dim;
     kernels::cuda::CausalAttentionShape s;
     s.batch = shape.batch;
     s.new_tokens = shape.new_tokens;
@@ -161,15 +181,12 @@ class CudaBackend final : public Backend {
     s.max_len = shape.max_len;
     s.cache_len = shape.cache_len;
     s.scale = shape.scale;
-    const int* st = Stage(std::span<const int>(start, static_cast<size_t>(shape.batch)),
-                          kAttentionSlot, stream_.get());
-    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, q, k, v, st, out, stream_.get()));
+    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, Floats(q, queries), Floats(k, cache),
+                                                Floats(v, cache), Stage(start, 0, cs),
+                                                Floats(out, queries), cs));
   }
 
  private:
-  // Attention's staging slot: apart from the ops', as it runs on another stream.
-  static constexpr int kAttentionSlot = 2;
-
   void LookUp(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
               bool accumulate, DeviceSpan out) {
     const cudaStream_t s = CudaStreamOf(stream);
@@ -213,14 +230,13 @@ class CudaBackend final : public Backend {
   }
 
   CudaBackendOptions options_;
-  CudaStream stream_;  // Attention's
   CublasHandle blas_;  // set to each Linear's stream
   // Scratch, grow-only for now (a later change moves it into the planned arena). Growing frees
   // the old buffer, which waits for the device, so no queued op still reads it.
   DeviceBuffer rounded_x_;          // activations rounded to fp16/bf16 for a GEMM
   DeviceBuffer widened_matrix_;     // a Linear weight widened to fp32 (fp32_gemm)
   DeviceBuffer widened_vector_[2];  // vector weights (norm weights, biases) widened to fp32
-  DeviceBuffer staging_[3];         // host arrays copied in: two an op, and Attention's start
+  DeviceBuffer staging_[2];         // host arrays copied in, two an op
 };
 
 }  // namespace

@@ -3,19 +3,15 @@
 // may include it; only builds with STRATA_HAVE_CUDA link strata_backend_cuda.
 //
 // Memory contract of the Backend it returns:
-//   - every op but Attention is queued on the CUDA stream of the Stream it is given (one this
-//     backend made) and returns without waiting; its activations and weights are spans of arenas
-//     this backend allocated, used in place (F16/BF16 weights are converted as the op reads them);
-//   - host index arrays (ids, positions) are range-checked on the host and, with Rope's inv_freq,
-//     copied to the device on the op's stream. REQUIRES: they are pageable memory (a pageable
-//     copy returns once its source is staged, so they may go when the op returns; memory pinned
-//     through PinHostMemory would be read later);
+//   - every op is queued on the CUDA stream of the Stream it is given (one this backend made)
+//     and returns without waiting; its activations and weights are spans of arenas this backend
+//     allocated, used in place (F16/BF16 weights are converted as the op reads them);
+//   - host index arrays (ids, positions, Attention's start) are range-checked on the host and,
+//     with Rope's inv_freq, copied to the device on the op's stream. REQUIRES: they are pageable
+//     memory (a pageable copy returns once its source is staged, so they may go when the op
+//     returns; memory pinned through PinHostMemory would be read later);
 //   - the ops share the backend's scratch buffers and cuBLAS workspace. REQUIRES: ops given to
-//     different streams never run at the same time (the caller orders them with events);
-//   - Attention keeps its pointer form until the runtime moves it onto streams: q, k, v and out
-//     are device memory, start host memory (copied in), and it is queued on the backend's own
-//     stream, which synchronises with the legacy default stream (a plain cudaMemcpy by the caller
-//     sees its result).
+//     different streams never run at the same time (the caller orders them with events).
 // The calling thread's current device must be `options.device` (MakeCudaBackend makes it so).
 // Thread-compatible.
 #pragma once
