@@ -251,7 +251,7 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   const int64_t g = c.rows.gpu, cpu = c.rows.cpu, disk = c.rows.disk;
   const bool delegated = delegate_ && step.token > 0;
   rows_.resize(static_cast<size_t>(rows));
-  row_addresses_.resize(static_cast<size_t>(rows));
+  row_addresses_.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
   for (int64_t r = 0; r < rows; ++r) {
     KvRow& kv = rows_[static_cast<size_t>(r)];
     if (r < g) {
@@ -264,6 +264,7 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
       kv = KvRowAt(c.format, tiers_.Device(c.slots[step.cache_slot]), c.rows.off_gpu(),
                    c.staging_len, r - g);
     }
+    if (!c.format.q4) continue;
     KvRowAddress& a = row_addresses_[static_cast<size_t>(r)];
     a.stride = kv.stride;
     a.k = reinterpret_cast<float*>(Address(kv.k));
@@ -319,12 +320,14 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
       block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
   const Transformer::AttentionBuffers spans =
       transformer_.AttentionInputs(stream, w, in, hidden);
-  // The steps below read and write these by address (see Run).
+  const bool q4 = p_.cache.format.q4;
+  // The 4-bit cache's steps read and write these by address (see Run); nothing else does.
+  const auto address = [&](const DeviceSpan& span) {
+    return q4 ? reinterpret_cast<float*>(tiers_.At(span)) : nullptr;
+  };
   struct {
     float *q, *k, *v, *attn;
-  } buf{reinterpret_cast<float*>(tiers_.At(spans.q)), reinterpret_cast<float*>(tiers_.At(spans.k)),
-        reinterpret_cast<float*>(tiers_.At(spans.v)),
-        reinterpret_cast<float*>(tiers_.At(spans.attn))};
+  } buf{address(spans.q), address(spans.k), address(spans.v), address(spans.attn)};
   const int kvh = cfg.num_kv_heads;
   const int rows = in.batch * kvh;
   BuildRows(step, block, rows);
@@ -343,7 +346,6 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   const int local = delegate_ && step.token > 0
                         ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
                         : rows;
-  const bool q4 = p_.cache.format.q4;
   const bool rotate = p_.plan.rotate_keys();
   // Smoothed keys: the cache stores smoothed keys and decode attention meets scaled queries.
   const float* k_new = buf.k;
