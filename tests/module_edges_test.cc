@@ -34,7 +34,6 @@ constexpr Exception kKnownExceptions[] = {
     {"src/runtime/executor_attention.h", "kernels"},
     {"src/runtime/executor_compute.cc", "kernels"},
     {"src/runtime/offload_generator.cc", "src/backend/cpu"},
-    {"src/runtime/q4_weights.cc", "kernels"},
 };
 
 // The module a path under the source root belongs to: `kernels`, `policy`, `src/<name>`, or

@@ -1,37 +1,20 @@
 #include "src/runtime/q4_weights.h"
 
-#include "kernels/cpu/weight_q4.h"
+#include "src/backend/q4_sizes.h"
+#include "src/backend/weight_q4_host.h"
 #include "src/core/check.h"
 
 namespace strata {
 namespace {
 
-using kernels::cpu::WeightQ4Source;
-
-WeightQ4Source SourceType(DType dtype) {
-  switch (dtype) {
-    case DType::kF32:
-      return WeightQ4Source::kF32;
-    case DType::kF16:
-      return WeightQ4Source::kF16;
-    case DType::kBF16:
-      return WeightQ4Source::kBF16;
-    case DType::kQ4:
-      break;  // stored planes are used as they are, never quantized again
-  }
-  STRATA_CHECK(dtype != DType::kQ4);
-  return WeightQ4Source::kF32;
-}
-
 bool Quantized(const TensorView& t, int group) {
-  return t.present() && t.shape.size() == 2 && kernels::cpu::WeightQ4Supports(t.dim(1), group);
+  return t.present() && t.shape.size() == 2 && WeightQ4Supports(t.dim(1), group);
 }
 
 }  // namespace
 
 void QuantizeWeight(const TensorView& w, int group, uint8_t* codes, uint16_t* params) {
-  kernels::cpu::QuantizeWeightQ4(SourceType(w.dtype), w.data, static_cast<long>(w.dim(0)),
-                                 static_cast<long>(w.dim(1)), group, codes, params);
+  QuantizeWeightQ4OnHost(w.dtype, w.data, w.dim(0), w.dim(1), group, codes, params);
 }
 
 Q4Weights::Q4Weights(const Model& model) : model_(model), group_(model.q4_group()) {
@@ -57,8 +40,8 @@ void Q4Weights::Add(const TensorView& t) {
     return;
   }
   const long rows = static_cast<long>(t.dim(0)), cols = static_cast<long>(t.dim(1));
-  p.owned_codes.resize(kernels::cpu::WeightQ4CodeBytes(rows, cols));
-  p.owned_params.resize(kernels::cpu::WeightQ4ParamHalves(rows, cols, group_));
+  p.owned_codes.resize(static_cast<size_t>(WeightQ4CodeBytes(rows, cols)));
+  p.owned_params.resize(static_cast<size_t>(WeightQ4ParamHalves(rows, cols, group_)));
   if (model_.weights_on_demand()) {  // made for the quantizer, one matrix at a time
     std::vector<uint8_t> bytes(t.bytes());
     model_.ReadTensorBytes(t, 0, bytes.size(), bytes.data());
@@ -89,7 +72,7 @@ const ModelWeights& Q4Weights::RoundTripped() {
   for (const auto& [data, p] : planes_) {
     const long rows = static_cast<long>(p.source.dim(0)), cols = static_cast<long>(p.source.dim(1));
     std::vector<float>& out = expanded_.emplace_back(static_cast<size_t>(rows * cols));
-    kernels::cpu::ExpandWeightQ4(p.codes, p.params, rows, cols, group_, out.data());
+    ExpandWeightQ4OnHost(p.codes, p.params, rows, cols, group_, out.data());
     expanded[data] = out.data();
   }
   round_tripped_ = std::make_unique<ModelWeights>(model_.weights());
