@@ -1,6 +1,5 @@
 #include "src/runtime/executor_attention.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/kv_q4.h"

@@ -31,11 +31,6 @@ DeviceWeight& SameField(DeviceModelWeights& w, TensorView ModelWeights::*field) 
   return w.lm_head;
 }
 
-// The first `rows` token rows of a buffer of `width` fp32 values per row.
-DeviceSpan Rows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
-  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float), SpanType::kF32);
-}
-
 }  // namespace
 
 BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend& cpu_backend,
@@ -114,7 +109,7 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
     Input(step, run, stream, hidden_buffer);
     return;
   }
-  const DeviceSpan hidden = Rows(hidden_buffer, int64_t{in.batch} * in.new_tokens,
+  const DeviceSpan hidden = FloatRows(hidden_buffer, int64_t{in.batch} * in.new_tokens,
                                  model_.config().hidden_size);
   switch (role) {
     case LayerRole::kAttention:
@@ -240,7 +235,7 @@ void BlockCompute::Input(const Step& step, BlockRun& run, Stream& stream, Device
   }
   transformer_.EmbedRows(stream, token_rows, position_rows, w.token_embedding,
                          w.position_embedding,
-                         Rows(hidden, int64_t{in.batch} * in.new_tokens,
+                         FloatRows(hidden, int64_t{in.batch} * in.new_tokens,
                               model_.config().hidden_size));
 }
 
@@ -527,8 +522,8 @@ void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,
 
 void BlockCompute::LogitsOf(const Step& step, Stream& stream, int rows) {
   const ModelConfig& cfg = model_.config();
-  const DeviceSpan last = Rows(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size);
-  const DeviceSpan logits = Rows(tiers_.Device(p_.logits), rows, cfg.vocab_size);
+  const DeviceSpan last = FloatRows(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size);
+  const DeviceSpan logits = FloatRows(tiers_.Device(p_.logits), rows, cfg.vocab_size);
   transformer_.Logits(stream, model_views_[std::max(step.weight_slot, 0)], last, rows, logits);
   logits_.resize(static_cast<size_t>(rows) * cfg.vocab_size);
   stream.CopyToHost({reinterpret_cast<uint8_t*>(logits_.data()), logits.bytes()}, logits);

@@ -66,8 +66,8 @@ Transformer::Transformer(const Model& model, Backend& backend, DeviceSpan worksp
   }
 }
 
-DeviceSpan Transformer::Rows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
-  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float));
+DeviceSpan FloatRows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
+  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float), SpanType::kF32);
 }
 
 std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
@@ -96,16 +96,16 @@ Transformer::AttentionBuffers Transformer::AttentionInputs(Stream& stream,
   const int rows = in.batch * in.new_tokens;
   const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
-  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);
   } else {
     backend_.RmsNorm(stream, hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  const DeviceSpan q = Rows(q_, rows, q_width);
-  const DeviceSpan k = Rows(k_, rows, kv_width);
-  const DeviceSpan v = Rows(v_, rows, kv_width);
+  const DeviceSpan q = FloatRows(q_, rows, q_width);
+  const DeviceSpan k = FloatRows(k_, rows, kv_width);
+  const DeviceSpan v = FloatRows(v_, rows, kv_width);
   backend_.Linear(stream, normed, rows, w.wq, w.bq, q);
   backend_.Linear(stream, normed, rows, w.wk, w.bk, k);
   backend_.Linear(stream, normed, rows, w.wv, w.bv, v);
@@ -117,12 +117,12 @@ Transformer::AttentionBuffers Transformer::AttentionInputs(Stream& stream,
     backend_.Rope(stream, q, in.positions, c.num_heads, c.head_dim, inv_freq_);
     backend_.Rope(stream, k, in.positions, c.num_kv_heads, c.head_dim, inv_freq_);
   }
-  return {q, k, v, Rows(attn_, rows, q_width)};
+  return {q, k, v, FloatRows(attn_, rows, q_width)};
 }
 
 void Transformer::AttentionOutput(Stream& stream, const DeviceLayerWeights& w, int rows,
                                   DeviceSpan attn, DeviceSpan hidden) {
-  const DeviceSpan proj = Rows(proj_, rows, config_.hidden_size);
+  const DeviceSpan proj = FloatRows(proj_, rows, config_.hidden_size);
   backend_.Linear(stream, attn, rows, w.wo, w.bo, proj);
   backend_.Add(stream, hidden, proj);
 }
@@ -130,18 +130,18 @@ void Transformer::AttentionOutput(Stream& stream, const DeviceLayerWeights& w, i
 void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows,
                            DeviceSpan hidden) {
   const ModelConfig& c = config_;
-  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.mlp_norm, w.mlp_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);
   } else {
     backend_.RmsNorm(stream, hidden, w.mlp_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  const DeviceSpan up = Rows(up_, rows, c.intermediate_size);
+  const DeviceSpan up = FloatRows(up_, rows, c.intermediate_size);
   backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
   DeviceSpan act = up;
   if (c.gated_mlp) {
-    const DeviceSpan gate = Rows(gate_, rows, c.intermediate_size);
+    const DeviceSpan gate = FloatRows(gate_, rows, c.intermediate_size);
     backend_.Linear(stream, normed, rows, w.w_gate, w.b_gate, gate);
     backend_.SiluMul(stream, gate, up);
     act = gate;
@@ -151,7 +151,7 @@ void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows
                                                         : ActivationKind::kRelu,
                       up);
   }
-  const DeviceSpan proj = Rows(proj_, rows, c.hidden_size);
+  const DeviceSpan proj = FloatRows(proj_, rows, c.hidden_size);
   backend_.Linear(stream, act, rows, w.w_down, w.b_down, proj);
   backend_.Add(stream, hidden, proj);
 }
@@ -159,7 +159,7 @@ void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows
 void Transformer::Logits(Stream& stream, const DeviceModelWeights& w, DeviceSpan hidden,
                          int rows, DeviceSpan logits) {
   const ModelConfig& c = config_;
-  const DeviceSpan normed = Rows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.final_norm, w.final_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);

@@ -23,6 +23,9 @@ struct DeviceModelWeights {
   DeviceWeight token_embedding, position_embedding, final_norm, final_norm_bias, lm_head;
 };
 
+// The first `rows` rows of `buffer`, a buffer of `width` fp32 values per row, as a kF32 span.
+DeviceSpan FloatRows(const DeviceSpan& buffer, int64_t rows, int64_t width);
+
 class Transformer {
  public:
   // REQUIRES: `model` and `backend` outlive the Transformer; `workspace` is
@@ -61,9 +64,6 @@ class Transformer {
               DeviceSpan logits);
 
  private:
-  // The first `rows` rows of `buffer`, a buffer of `width` fp32 values per row.
-  static DeviceSpan Rows(const DeviceSpan& buffer, int64_t rows, int64_t width);
-
   const ModelConfig& config_;
   const bool learned_positions_;
   Backend& backend_;
