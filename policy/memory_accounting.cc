@@ -79,8 +79,8 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
     s.kv_exact_bytes = 2 * int64_t{m.num_layers} * s.gbs * s.nb * s.kv_heads *
                        (p.cache_sink + p.cache_window) * s.head_dim * 4;
   }
-  // Queries and outputs of one micro-batch's decode step.
-  s.cpu_attention_workspace_bytes = 2 * s.gbs * s.heads * s.head_dim * s.act_bytes;
+  // Queries and outputs, then keys and values, of one micro-batch's decode step.
+  s.cpu_attention_workspace_bytes = 2 * s.gbs * (s.heads + s.kv_heads) * s.head_dim * s.act_bytes;
   return s;
 }
 
@@ -251,6 +251,9 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   if (plan.cpu_attention && kv_off_rows > 0) {
     AddBuffer(mem, "cpu_attention_workspace", Tier::kCpu, s.cpu_attention_workspace_bytes, 2,
               false);
+    // The exact rows of the off-GPU cache rows, where the CPU attends them.
+    AddBuffer(mem, "kv_exact_cpu", Tier::kCpu, s.kv_exact_bytes / s.kv_rows * kv_off_rows, 1,
+              false);
   }
   // GPU workspace. The hidden states of the micro-batch computing live in its home when every
   // row is on the GPU, else in one of two slots the load and store lanes fill and drain.
@@ -314,6 +317,7 @@ LinearMemory LinearMemoryOf(const ModelSpec& model, const Workload& workload, co
   if (plan.cpu_attention) {
     cpu.Add(kCacheDisk, 2.0 * s.kv_rows * s.kv_row_bytes);
     cpu.constant += 2.0 * s.cpu_attention_workspace_bytes;
+    cpu.Add(kCacheCpu, double(s.kv_exact_bytes)).Add(kCacheDisk, double(s.kv_exact_bytes));
   }
 
   lm.disk_bytes.Add(kWeightDisk, weights).Add(kCacheDisk, kv).Add(kActivationDisk, act);

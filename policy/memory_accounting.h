@@ -35,8 +35,11 @@
 //                                     cache_window): fp32 keys and values of each (layer,
 //                                     sequence of the block, KV head)'s sink and window rows,
 //                                     resident where the layers compute;
-//               CPU:  cpu_attention_workspace  CPU attention: 2 x queries and outputs of one
-//                                     micro-batch's decode step;
+//               CPU:  cpu_attention_workspace  CPU attention: 2 x queries, outputs, keys and
+//                                     values of one micro-batch's decode step;
+//                     kv_exact_cpu     CPU attention with exact tokens: the kv_exact rows of the
+//                                     off-GPU cache rows, where the CPU attends them (the GPU's
+//                                     kv_exact keeps every row: the prefill writes them there);
 //   alignment   padding of the layout: arena reservations at kLayoutArenaAlignment, disk extents (each
 //               layer's disk weights, each KV slice's and micro-batch's disk rows) rounded up to
 //               kLayoutDiskAlignment for O_DIRECT. Counted per reservation as its rounding up,

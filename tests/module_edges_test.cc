@@ -1,14 +1,12 @@
 // The module table of docs/DESIGN.md, enforced. One include root serves src/, policy/ and
 // kernels/, so include directories alone cannot stop a module from reaching one it must not use;
 // this test reads the `module-edges` block of docs/DESIGN.md and every source file of those
-// trees, and fails on an include that crosses an edge the block does not list. Edges that exist
-// today but must go (the runtime and the commands still reach kernels/ directly) are listed below
-// as known exceptions, each a (file, module) pair; an exception that no longer occurs fails too,
-// so the list can only shrink. The headers of the interface itself (src/backend/*.h) include no
-// kernel, so that a module that may use the interface reaches no kernel through it.
+// trees, and fails on an include that crosses an edge the block does not list (there are no
+// exceptions: the runtime, the commands and src/memory reach kernels/ only through src/backend).
+// The headers of the interface itself (src/backend/*.h) include no kernel, so that a module that
+// may use the interface reaches no kernel through it.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -22,19 +20,6 @@ namespace strata {
 namespace {
 
 namespace fs = std::filesystem;
-
-// (file relative to the source root, module it may include for now).
-struct Exception {
-  const char* file;
-  const char* module;
-};
-
-constexpr Exception kKnownExceptions[] = {
-    {"src/runtime/executor_attention.cc", "kernels"},
-    {"src/runtime/executor_attention.h", "kernels"},
-    {"src/runtime/executor_compute.cc", "kernels"},
-    {"src/runtime/offload_generator.cc", "src/backend/cpu"},
-};
 
 // The module a path under the source root belongs to: `kernels`, `policy`, `src/<name>`, or
 // `src/backend/cpu` / `src/backend/cuda` for the backends; empty outside those trees.
@@ -133,7 +118,6 @@ TEST(ModuleEdges, EveryIncludeFollowsTheDesignTable) {
   const fs::path root(STRATA_SOURCE_DIR);
   const auto edges = ReadAllowedEdges(root / "docs/DESIGN.md");
   ASSERT_FALSE(edges.empty()) << "no module-edges block in docs/DESIGN.md";
-  std::set<std::pair<std::string, std::string>> exceptions_used;
   for (const Include& inc : ScanIncludes(root)) {
     const std::string module = ModuleOf(inc.file);
     if (module == "kernels" && inc.target != "<cuda>" && inc.target != "kernels") {
@@ -147,20 +131,8 @@ TEST(ModuleEdges, EveryIncludeFollowsTheDesignTable) {
     if (MayInclude(edges, module, inc.target) && !(interface_header && inc.target == "kernels")) {
       continue;
     }
-    const bool excepted = std::any_of(
-        std::begin(kKnownExceptions), std::end(kKnownExceptions),
-        [&](const Exception& e) { return inc.file == e.file && inc.target == e.module; });
-    if (excepted) {
-      exceptions_used.insert({inc.file, inc.target});
-      continue;
-    }
     ADD_FAILURE() << inc.file << ":" << inc.line << " (" << module << ") includes "
                   << inc.target << ", which docs/DESIGN.md's module table does not allow";
-  }
-  for (const Exception& e : kKnownExceptions) {
-    EXPECT_TRUE(exceptions_used.count({e.file, e.module}))
-        << e.file << " no longer includes " << e.module
-        << ": remove it from kKnownExceptions in tests/module_edges_test.cc";
   }
 }
 

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   std::printf("%6s %12s %14s %12s %8s\n", "batch", "decode tok/s", "bound tok/s", "step ms", "ratio");
 
   auto backend = strata::MakeCpuBackend();
+  auto cpu_backend = strata::MakeCpuBackend();
   for (int batch : batches) {
     // The prefill predicts the first token; `steps` decode steps follow.
     std::vector<strata::GenerationRequest> block(batch);
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
     }
     strata::OffloadOptions options;
     options.plan = *plan;
-    strata::OffloadGenerator generator(**model, *backend, **tokenizer, {}, options);
+    strata::OffloadGenerator generator(**model, *backend, *cpu_backend, **tokenizer, {}, options);
     if (auto schedule = generator.ScheduleFor(batch, prompt_len, steps + 1); !schedule.ok()) {
       std::fprintf(stderr, "%s\n", schedule.status().ToString().c_str());
       return 2;

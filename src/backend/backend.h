@@ -32,6 +32,19 @@ struct DeviceWeight {
   int64_t numel() const { return rows * cols; }
 };
 
+// One row of a 4-bit KV cache (a sequence's KV head) wherever it lives: its four planes of
+// kernels/kv_q4_format.h from slot 0 (keys by channel: KvQ4ChannelParamHalves params per slot,
+// q4_sizes.h), each at least `stride` slots (a span may run on past the row); and, when the
+// format keeps exact tokens, its exact rows: sink + window fp32 head vectors of keys (in the
+// space the 4-bit keys are in: smoothed and rotated like them) and of values, token i of the
+// sequence (slot start + i) at row i when i < sink, else at row sink + i % window. A backend may
+// need the spans aligned (the CUDA backend: 16 bytes, params by their slot size; checked).
+struct KvQ4Row {
+  DeviceSpan k_codes, k_params, v_codes, v_params;
+  DeviceSpan k_exact, v_exact;
+  int stride = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -86,6 +99,37 @@ class Backend {
   // (shapes.h); start holds shape.batch first real slots.
   virtual void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q, DeviceSpan k,
                          DeviceSpan v, std::span<const int> start, DeviceSpan out) = 0;
+
+  // The 4-bit KV cache (KvQ4Step, KvQ4Row). `rows` are rows [row_begin, row_begin + rows.size())
+  // of the micro-batch, each in an arena of this backend (its device arena, or its HostArena);
+  // `start` holds the micro-batch's step.batch first real slots. Read before the op returns.
+  //
+  // Stores the step's keys and values in the rows' new slots, quantized (keys as step.format
+  // says: by channel, a group once its last slot is written, from these keys and the exact rows
+  // as they were before them), and the exact tokens among them in the rows' exact rows.
+  virtual void WriteKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan v_new,
+                         std::span<const int> start, std::span<const KvQ4Row> rows,
+                         int row_begin) = 0;
+  // Decode attention (step.tokens == 1) of q over the rows, on their 4-bit codes directly and
+  // their exact tokens from the exact rows, into the query heads of `out` those rows serve (the
+  // other heads are left as they are). Each (sequence, KV head) is computed as over one
+  // contiguous cache of its own, so the rows may lie anywhere.
+  virtual void AttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q,
+                          std::span<const int> start, std::span<const KvQ4Row> rows,
+                          int row_begin, DeviceSpan out) = 0;
+  // Smoothed keys (kernels/cpu/kv_q4_smooth.h): per (sequence, KV head) fp32 channel means and
+  // scales, mean and scale [step.batch, num_kv_heads, head_dim]. FitKeySmoothing fits them to
+  // each sequence's real keys of k_new (its tokens from slot start[b] on; fewer than two give
+  // the identity); SmoothKeys stores k_new's keys as (k - mean) / scale, and ScaleQueries a
+  // decode step's queries q [batch, num_heads, head_dim] as q * scale (its KV head's), both in
+  // place.
+  virtual void FitKeySmoothing(Stream& stream, const KvQ4Step& step, DeviceSpan k_new,
+                               std::span<const int> start, DeviceSpan mean,
+                               DeviceSpan scale) = 0;
+  virtual void SmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan mean,
+                          DeviceSpan scale) = 0;
+  virtual void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q,
+                            DeviceSpan scale) = 0;
 };
 
 }  // namespace strata

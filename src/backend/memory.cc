@@ -49,12 +49,6 @@ DeviceSpan DeviceArena::Span(uint64_t offset, uint64_t bytes, SpanType type) con
   return DeviceSpan(this, offset, bytes, type);
 }
 
-uint8_t* DeviceArena::HostView(const DeviceSpan& span) const {
-  STRATA_CHECK_MSG(span.arena_ == this, "a device span of another arena");
-  uint8_t* base = host_view();
-  return base == nullptr ? nullptr : base + span.offset_;
-}
-
 const DeviceArena& DeviceArena::ArenaOf(const DeviceSpan& span, const char* backend) {
   STRATA_CHECK_MSG(span.arena_ != nullptr && span.arena_->backend_ == backend,
                    "a device span given to a backend that did not make its arena");

@@ -73,13 +73,6 @@ class DeviceArena {
   uint64_t capacity_bytes() const { return capacity_; }
   // Bytes [offset, offset + bytes) of the arena. REQUIRES: offset + bytes <= capacity_bytes().
   DeviceSpan Span(uint64_t offset, uint64_t bytes, SpanType type = SpanType::kBytes) const;
-  // The arena's first byte where the backend keeps it in host memory (the CPU backend's emulated
-  // device), null otherwise. Only for the engine's code that still reads and writes device bytes
-  // by address on the lanes' threads; it goes once every copy and op takes spans.
-  virtual uint8_t* host_view() const { return nullptr; }
-  // host_view() at `span`'s first byte (null where host_view() is). REQUIRES (checked): `span`
-  // is of this arena. Goes with host_view().
-  uint8_t* HostView(const DeviceSpan& span) const;
   // True when `span` is of this arena.
   bool Holds(const DeviceSpan& span) const { return span.arena_ == this; }
 

@@ -22,6 +22,36 @@ struct AttentionShape {
   float scale = 1.0f;  // applied to q·k, usually 1/sqrt(head_dim)
 };
 
+// How a 4-bit KV cache (kernels/kv_q4_format.h) stores keys, and which tokens it also keeps
+// exact: the plan's cache format.
+struct KvQ4Format {
+  bool rotate_keys = false;      // keys Walsh–Hadamard rotated first (a power-of-two head_dim)
+  bool keys_by_channel = false;  // keys by channel: a group of kKvQ4ChannelGroup slots (q4_sizes.h)
+                                 // quantized once its last slot is written
+  int sink = 0;                  // exact tokens: each sequence's first `sink` real tokens and its
+  int window = 0;                // `window` most recent ones (>= kKvQ4ChannelGroup with keys by
+                                 // channel: an unfinished group is read exact)
+  bool exact() const { return sink + window > 0; }
+};
+
+// One step of `tokens` new tokens for each of a micro-batch's `batch` sequences, over its 4-bit
+// rows: row r is (sequence r / num_kv_heads, KV head r % num_kv_heads).
+//   k_new, v_new: [batch * tokens, num_kv_heads * head_dim] (token-major, as a Linear writes them)
+//   q, out (a decode step, tokens == 1): [batch, num_heads, head_dim]
+// The new tokens sit at slots [cache_len - tokens, cache_len); sequence b's first real slot is
+// start[b] (slots before it are padding). Query head h reads KV head h / (num_heads /
+// num_kv_heads).
+struct KvQ4Step {
+  int batch = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int tokens = 0;
+  int cache_len = 0;
+  float scale = 1.0f;  // attention: applied to q·k, usually 1/sqrt(head_dim)
+  KvQ4Format format;
+};
+
 // Rotary position embedding: the base frequency and the scaling a model's config asks for
 // (transformers' rope_scaling types). Fields a kind does not use are ignored.
 struct RopeSpec {

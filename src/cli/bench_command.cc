@@ -166,8 +166,9 @@ int BenchCommand(const BenchOptions& o) {
   oo.prompt_len = o.prompt_len;
   oo.gen_len = o.gen_len;
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   SilentTokenizer tokenizer(config.vocab_size);
-  OffloadGenerator generator(model, *backend, tokenizer, {}, oo);
+  OffloadGenerator generator(model, *backend, *cpu_backend, tokenizer, {}, oo);
   const int block = static_cast<int>(plan->block_size());
   if (!o.policy.dump_schedule.empty()) {
     Result<BlockSchedule> schedule = generator.ScheduleFor(block, o.prompt_len, o.gen_len);

@@ -118,7 +118,8 @@ int PerplexityCommand(const PerplexityOptions& o) {
   OffloadOptions options;
   options.plan = plan;
   auto backend = MakeCpuBackend();
-  OffloadGenerator engine(**model, *backend, tok, {}, options);
+  auto cpu_backend = MakeCpuBackend();
+  OffloadGenerator engine(**model, *backend, *cpu_backend, tok, {}, options);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(ids.size()) +
           " tokens in " + std::to_string(windows.size()) + " windows of up to " +
           std::to_string(o.window) + " tokens, " + std::to_string(plan.gpu_batch_size) +

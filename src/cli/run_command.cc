@@ -190,6 +190,7 @@ int RunCommand(const RunOptions& o) {
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
 
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
   Result<ChosenPlan> chosen =
@@ -205,7 +206,8 @@ int RunCommand(const RunOptions& o) {
   if (chosen->searched) {  // a plan by hand had its offload directory checked above
     if (Status s = PrepareOffloadDir(o.policy, plan); !s.ok()) return Fail(s);
   }
-  OffloadGenerator engine(**model, *backend, **tokenizer, EndOfGenerationIds(**tokenizer, config),
+  OffloadGenerator engine(**model, *backend, *cpu_backend, **tokenizer,
+                          EndOfGenerationIds(**tokenizer, config),
                           OffloadOptionsFromFlags(o.policy, *chosen));
   engine.set_cancel(&stop);
   LogInfo("plan " + chosen->how + ": " + PlanToFlexGenFlags(plan));

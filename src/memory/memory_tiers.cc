@@ -56,23 +56,9 @@ DeviceSpan MemoryTiers::Device(const Extent& e) const {
 }
 
 uint8_t* MemoryTiers::At(const Extent& e) const {
-  STRATA_CHECK(e.tier != Tier::kDisk);
-  if (e.tier == Tier::kGpu) {
-    STRATA_CHECK(e.offset + e.bytes <= device_->capacity_bytes());
-    uint8_t* base = device_->host_view();
-    STRATA_CHECK_MSG(base != nullptr || e.bytes == 0,
-                     "device bytes by address from a backend that keeps them on a device");
-    return base == nullptr ? nullptr : base + e.offset;
-  }
+  STRATA_CHECK(e.tier == Tier::kCpu);
   STRATA_CHECK(e.offset + e.bytes <= host_.size());
   return host_.data() + e.offset;
-}
-
-uint8_t* MemoryTiers::At(const DeviceSpan& span) const {
-  uint8_t* address = device_->HostView(span);
-  STRATA_CHECK_MSG(address != nullptr || span.empty(),
-                   "device bytes by address from a backend that keeps them on a device");
-  return address;
 }
 
 std::unique_ptr<DeviceArena> MemoryTiers::HostArena(Backend& backend) const {

@@ -53,11 +53,8 @@ class MemoryTiers {
 
   // A GPU extent as a span of the device arena. REQUIRES: e.tier == kGpu; e lies within it.
   DeviceSpan Device(const Extent& e) const;
-  // Host address of a GPU or CPU extent. REQUIRES: e.tier != kDisk; e lies within its arena; for
-  // a GPU extent, a device backend that keeps its arena in host memory (DeviceArena::host_view).
+  // Host address of a CPU extent. REQUIRES: e.tier == kCpu; e lies within the host tier.
   uint8_t* At(const Extent& e) const;
-  // Host address of a span of the device arena, under At()'s REQUIRES for a GPU extent.
-  uint8_t* At(const DeviceSpan& span) const;
   // An arena of `backend` over the host tier (Backend::HostArena), whose spans at a CPU extent's
   // offset are that extent: for a backend whose ops run on host memory (the CPU's), so that they
   // take host-tier buffers as spans. Null where `backend` cannot. REQUIRES: it dies before this.

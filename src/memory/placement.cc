@@ -82,8 +82,16 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
     if (!delegate) continue;
     out.cpu_workspace[i] =
         layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
-                       2 * static_cast<uint64_t>(s.gpu_batch_size) * c.num_heads * c.head_dim * 4,
+                       2 * static_cast<uint64_t>(s.gpu_batch_size) *
+                           (c.num_heads + c.num_kv_heads) * c.head_dim * 4,
                        kArenaAlignment);
+  }
+  if (delegate && plan.exact_tokens()) {
+    out.exact_cpu = layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "kv_exact_cpu",
+                                   2 * static_cast<uint64_t>(c.num_layers) *
+                                       s.num_micro_batches * out.rows.off_gpu() *
+                                       (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
+                                   kArenaAlignment);
   }
 }
 

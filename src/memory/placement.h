@@ -83,7 +83,8 @@ struct CachePlacement {
   std::vector<TierExtents> slices;  // [block * num_micro_batches + k]
   Extent slots[2];            // GPU: the off-GPU rows of the slice computing, in its planes
   Extent cpu_slots[2];        // CPU attention: the disk rows of a decode step, laid as on disk
-  Extent cpu_workspace[2];    // CPU attention: queries and outputs of one micro-batch
+  Extent cpu_workspace[2];    // CPU attention: queries, outputs, then the step's keys and values
+                              // (fp32) of one micro-batch
   Extent prefill;             // GPU, 4-bit cache: the prompt's fp32 keys and values of one
                               // sequence, [kv_heads, prompt_len, head_dim] each, that the
                               // prefill attends to (one sequence at a time)
@@ -95,6 +96,9 @@ struct CachePlacement {
                               // attention_q4.h's Q4ExactRows keys then values, [layers, block,
                               // kv_heads, sink + window, head_dim] each; written as tokens are
                               // and never moved, like the smoothing
+  Extent exact_cpu;           // CPU attention with exact tokens: the exact rows of each slice's
+                              // off-GPU rows, [layers, micro-batches, off-GPU rows, sink +
+                              // window, head_dim] keys then values, where the CPU attends them
 };
 
 struct ActivationPlacement {

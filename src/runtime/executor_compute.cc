@@ -1,11 +1,8 @@
 #include "src/runtime/executor_compute.h"
 
 #include <algorithm>
-#include <cstring>
-#include <tuple>
+#include <span>
 
-#include "kernels/cpu/kv_q4_exact.h"
-#include "kernels/cpu/kv_q4_smooth.h"
 #include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
@@ -241,33 +238,43 @@ void BlockCompute::Input(const Step& step, BlockRun& run, Stream& stream, Device
 
 void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   const CachePlacement& c = p_.cache;
-  const TierExtents& home =
-      c.slices[static_cast<size_t>(block * p_.shape.num_micro_batches + step.micro_batch)];
+  const int slice = block * p_.shape.num_micro_batches + step.micro_batch;
+  const TierExtents& home = c.slices[static_cast<size_t>(slice)];
   const int64_t g = c.rows.gpu, cpu = c.rows.cpu, disk = c.rows.disk;
   const bool delegated = delegate_ && step.token > 0;
-  rows_.resize(static_cast<size_t>(rows));
-  row_addresses_.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
-  for (int64_t r = 0; r < rows; ++r) {
-    KvRow& kv = rows_[static_cast<size_t>(r)];
-    if (r < g) {
-      kv = KvRowAt(c.format, tiers_.Device(home.gpu), g, c.max_len, r);
-    } else if (delegated && r < g + cpu) {
-      kv = KvRowAt(c.format, Host(home.cpu), cpu, c.max_len, r - g);
-    } else if (delegated) {
-      kv = KvRowAt(c.format, Host(c.cpu_slots[step.cache_slot]), disk, c.max_len, r - g - cpu);
+  // Row `r` of `buffer`, which holds `n` rows of `len` slots, in the cache's format.
+  const auto row_at = [&](size_t r, const DeviceSpan& buffer, int64_t n, int len, int64_t i) {
+    if (c.format.q4) {
+      q4_rows_[r] = KvQ4RowAt(c.format, buffer, n, len, i);
     } else {
-      kv = KvRowAt(c.format, tiers_.Device(c.slots[step.cache_slot]), c.rows.off_gpu(),
-                   c.staging_len, r - g);
+      rows_[r] = KvRowAt(c.format, buffer, n, len, i);
     }
-    if (!c.format.q4) continue;
-    KvRowAddress& a = row_addresses_[static_cast<size_t>(r)];
-    a.stride = kv.stride;
-    a.k = reinterpret_cast<float*>(Address(kv.k));
-    a.v = reinterpret_cast<float*>(Address(kv.v));
-    a.k_codes = Address(kv.k_codes);
-    a.k_params = reinterpret_cast<uint16_t*>(Address(kv.k_params));
-    a.v_codes = Address(kv.v_codes);
-    a.v_params = reinterpret_cast<uint16_t*>(Address(kv.v_params));
+  };
+  rows_.resize(c.format.q4 ? 0 : static_cast<size_t>(rows));
+  q4_rows_.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const size_t i = static_cast<size_t>(r);
+    if (r < g) {
+      row_at(i, tiers_.Device(home.gpu), g, c.max_len, r);
+    } else if (delegated && r < g + cpu) {
+      row_at(i, Host(home.cpu), cpu, c.max_len, r - g);
+    } else if (delegated) {
+      row_at(i, Host(c.cpu_slots[step.cache_slot]), disk, c.max_len, r - g - cpu);
+    } else {
+      row_at(i, tiers_.Device(c.slots[step.cache_slot]), c.rows.off_gpu(), c.staging_len, r - g);
+    }
+    if (!p_.plan.exact_tokens()) continue;
+    // The row's exact rows: on the device, or in the host tier for a row delegated to the CPU.
+    const bool on_host = delegated && r >= g;
+    // Keys then values, each [slices, rows of a slice there, sink + window, head_dim].
+    const DeviceSpan exact = on_host ? Host(c.exact_cpu) : tiers_.Device(c.exact);
+    const int64_t n = on_host ? c.rows.off_gpu()
+                              : int64_t{p_.shape.gpu_batch_size} * model_.config().num_kv_heads;
+    const uint64_t bytes =
+        static_cast<uint64_t>(p_.plan.cache_sink + p_.plan.cache_window) * c.head_dim * 4;
+    const uint64_t at = static_cast<uint64_t>(slice * n + (on_host ? r - g : r)) * bytes;
+    q4_rows_[i].k_exact = exact.Sub(at, bytes, SpanType::kF32);
+    q4_rows_[i].v_exact = exact.Sub(exact.bytes() / 2 + at, bytes, SpanType::kF32);
   }
 }
 
@@ -278,21 +285,13 @@ void BlockCompute::WriteRows(Stream& stream, int row_begin, int row_end, const S
   const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
   const int tokens = in.new_tokens;
   const uint64_t first = static_cast<uint64_t>(in.cache_len - tokens) * head;
-  // Each (row, token) a copy, into the device tier or, for rows delegated to the CPU, to the host.
-  const auto copy = [&](const DeviceSpan& dst, const DeviceSpan& src) {
-    if (host_arena_->Holds(dst)) {
-      stream.CopyToHost({Address(dst), dst.bytes()}, src);
-    } else {
-      stream.CopyOnDevice(dst, src);
-    }
-  };
   for (int r = row_begin; r < row_end; ++r) {
     const KvRow& row = rows_[static_cast<size_t>(r)];
     const int b = r / kvh, h = r % kvh;
     for (int t = 0; t < tokens; ++t) {
       const uint64_t src = ((static_cast<uint64_t>(b) * tokens + t) * kvh + h) * head;
-      copy(row.k.Sub(first + t * head, head), k_new.Sub(src, head));
-      copy(row.v.Sub(first + t * head, head), v_new.Sub(src, head));
+      stream.CopyOnDevice(row.k.Sub(first + t * head, head), k_new.Sub(src, head));
+      stream.CopyOnDevice(row.v.Sub(first + t * head, head), v_new.Sub(src, head));
     }
   }
 }
@@ -302,9 +301,23 @@ DeviceSpan BlockCompute::Host(const Extent& e) const {
   return host_arena_->Span(e.offset, e.bytes);
 }
 
-uint8_t* BlockCompute::Address(const DeviceSpan& span) const {
-  if (span.empty()) return nullptr;
-  return host_arena_->Holds(span) ? host_arena_->HostView(span) : tiers_.At(span);
+KvQ4Step BlockCompute::Q4StepOf(const StepInput& in) const {
+  const ModelConfig& cfg = model_.config();
+  KvQ4Step s;
+  s.batch = in.batch;
+  s.num_heads = cfg.num_heads;
+  s.num_kv_heads = cfg.num_kv_heads;
+  s.head_dim = cfg.head_dim;
+  s.tokens = in.new_tokens;
+  s.cache_len = in.cache_len;
+  s.scale = cfg.AttentionScale();
+  s.format.rotate_keys = p_.plan.rotate_keys();
+  s.format.keys_by_channel = p_.plan.channel_keys();
+  if (p_.plan.exact_tokens()) {
+    s.format.sink = p_.plan.cache_sink;
+    s.format.window = p_.plan.cache_window;
+  }
+  return s;
 }
 
 void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream& stream,
@@ -313,180 +326,132 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
   const DeviceLayerWeights& w =
       block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
-  const Transformer::AttentionBuffers spans =
-      transformer_.AttentionInputs(stream, w, in, hidden);
-  const bool q4 = p_.cache.format.q4;
-  // The 4-bit cache's steps read and write these by address (see Run); nothing else does.
-  const auto address = [&](const DeviceSpan& span) {
-    return q4 ? reinterpret_cast<float*>(tiers_.At(span)) : nullptr;
-  };
-  struct {
-    float *q, *k, *v, *attn;
-  } buf{address(spans.q), address(spans.k), address(spans.v), address(spans.attn)};
-  const int kvh = cfg.num_kv_heads;
-  const int rows = in.batch * kvh;
+  const Transformer::AttentionBuffers buf = transformer_.AttentionInputs(stream, w, in, hidden);
+  const int rows = in.batch * cfg.num_kv_heads;
   BuildRows(step, block, rows);
-
   AttentionShape shape;
   shape.batch = in.batch;
   shape.new_tokens = in.new_tokens;
   shape.num_heads = cfg.num_heads;
-  shape.num_kv_heads = kvh;
+  shape.num_kv_heads = cfg.num_kv_heads;
   shape.head_dim = cfg.head_dim;
   shape.cache_len = in.cache_len;
   shape.scale = cfg.AttentionScale();
-  const int first_slot = in.cache_len - in.new_tokens;
   // Rows [0, local) are attended where the layer computes; with CPU delegation in a decode step,
   // the rest on the CPU where they live.
   const int local = delegate_ && step.token > 0
                         ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
                         : rows;
-  const bool rotate = p_.plan.rotate_keys();
-  // Smoothed keys: the cache stores smoothed keys and decode attention meets scaled queries.
-  const float* k_new = buf.k;
-  const float* q = buf.q;
-  if (p_.plan.smooth_keys()) {
-    Smooth(step, block, in, buf.k, buf.q);
-    k_new = smoothed_k_.data();
-    if (step.token > 0) q = scaled_q_.data();
-  }
-  kernels::cpu::Q4ExactRows exact;
-  float* exact_k = nullptr;
-  float* exact_v = nullptr;
-  if (p_.plan.exact_tokens()) {
-    std::tie(exact_k, exact_v) = ExactRows(step, block);
-    exact = {p_.plan.cache_sink, p_.plan.cache_window, exact_k, exact_v};
-  }
-  const Q4KeyWrite key_write{rotate,       p_.plan.channel_keys(), exact.sink,
-                             exact.window, exact_k,                in.start.data()};
-  // Keys by channel read the exact rows as they were before this step's tokens.
-  if (q4) {
-    WriteKvRowsQ4(row_addresses_, 0, local, kvh, cfg.head_dim, k_new, buf.v, in.new_tokens,
-                  first_slot, key_write, scratch_);
+  if (!p_.cache.format.q4) {
+    WriteRows(stream, 0, local, in, buf.k, buf.v);
+    AttendRows(device_, stream, shape, buf.q, rows_, 0, local, in.start, buf.attn);
   } else {
-    WriteRows(stream, 0, local, in, spans.k, spans.v);
-  }
-  if (p_.plan.exact_tokens()) {
-    kernels::cpu::WriteExactRows(in.batch, kvh, cfg.head_dim, exact.sink, exact.window, k_new,
-                                 buf.v, in.new_tokens, first_slot, in.start.data(), rotate,
-                                 exact_k, exact_v);
-  }
-  kernels::cpu::DecodeAttentionQ4Shape q4_shape;
-  q4_shape.num_heads = cfg.num_heads;
-  q4_shape.num_kv_heads = kvh;
-  q4_shape.head_dim = cfg.head_dim;
-  q4_shape.cache_len = in.cache_len;
-  q4_shape.scale = shape.scale;
-  q4_shape.keys_rotated = rotate;
-  q4_shape.keys_by_channel = p_.plan.channel_keys();
-  if (!q4) {
-    AttendRows(device_, stream, shape, spans.q, rows_, 0, local, in.start, spans.attn);
-  } else if (step.token == 0) {
-    PrefillOnFp32(in, stream, spans, shape);
-  } else {
-    AttendRowsQ4(q4_shape, q, row_addresses_, 0, local, in.start.data(), buf.attn, &exact);
-  }
-  if (local < rows) {
-    // Decode: one token, so the heads of rows [local, rows) are one contiguous range of q and
-    // of the output.
-    const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / kvh) * cfg.head_dim * 4;
-    const uint64_t begin = static_cast<uint64_t>(local) * per_row;
-    const uint64_t bytes = static_cast<uint64_t>(rows) * per_row - begin;
-    const DeviceSpan workspace = Host(p_.cache.cpu_workspace[step.micro_batch % 2]);
-    const uint64_t q_bytes = spans.q.bytes();
-    const DeviceSpan q_cpu = workspace.Sub(0, q_bytes, SpanType::kF32);
-    const uint64_t out_at = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads *
-                            cfg.head_dim * 4;
-    const DeviceSpan out_cpu = workspace.Sub(out_at, q_bytes, SpanType::kF32);
-    const double t0 = record.NowUs();
-    if (q4) {
-      WriteKvRowsQ4(row_addresses_, local, rows, kvh, cfg.head_dim, k_new, buf.v, 1, first_slot,
-                    key_write, scratch_);
-    } else {
-      WriteRows(stream, local, rows, in, spans.k, spans.v);
+    const KvQ4Step s = Q4StepOf(in);
+    // The prefill attends to the prompt's own keys, before they are smoothed in place.
+    if (step.token == 0) PrefillOnFp32(in, stream, buf, shape);
+    if (p_.plan.smooth_keys()) {
+      // The cache stores smoothed keys, and decode attention meets scaled queries.
+      const auto [mean, scale] = SmoothingOf(step, block, in.batch);
+      if (step.token == 0) device_.FitKeySmoothing(stream, s, buf.k, in.start, mean, scale);
+      device_.SmoothKeys(stream, s, buf.k, mean, scale);
+      if (step.token > 0) device_.ScaleQueries(stream, s, buf.q, scale);
     }
-    if (q == buf.q) {
-      stream.CopyToHost({Address(q_cpu) + begin, bytes}, spans.q.Sub(begin, bytes));
-      stream.Record(*to_cpu_);
-      to_cpu_->HostWait();
-    } else {  // scaled for smoothed keys, on the host
-      std::memcpy(Address(q_cpu) + begin, reinterpret_cast<const uint8_t*>(q) + begin, bytes);
+    const std::span<const KvQ4Row> table(q4_rows_);
+    device_.WriteKvQ4(stream, s, buf.k, buf.v, in.start, table.first(local), 0);
+    if (step.token > 0) {
+      device_.AttendKvQ4(stream, s, buf.q, in.start, table.first(local), 0, buf.attn);
+    } else if (delegate_ && p_.plan.exact_tokens()) {
+      ExactRowsToHost(step, block, rows, stream);
     }
-    const double t1 = record.NowUs();
-    record.AddTransfer(Link::kGpuToCpu, t0, t1,
-                       bytes + 2 * static_cast<uint64_t>(rows - local) * cfg.head_dim * 4);
-    if (q4) {
-      AttendRowsQ4(q4_shape, reinterpret_cast<const float*>(Address(q_cpu)), row_addresses_,
-                   local, rows, in.start.data(), reinterpret_cast<float*>(Address(out_cpu)),
-                   &exact);
-    } else {
-      AttendRows(cpu_, *cpu_stream_, shape, q_cpu, rows_, local, rows, in.start, out_cpu);
-      cpu_stream_->Record(*cpu_done_);
-      cpu_done_->HostWait();
-    }
-    const double t2 = record.NowUs();
-    stream.CopyToDevice(spans.attn.Sub(begin, bytes), {Address(out_cpu) + begin, bytes});
-    record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
   }
-  transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, spans.attn, hidden);
+  if (local < rows) Delegate(step, in, buf, shape, local, rows, stream, record);
+  transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, buf.attn, hidden);
 }
 
-std::pair<float*, float*> BlockCompute::ExactRows(const Step& step, int block) const {
+void BlockCompute::Delegate(const Step& step, const StepInput& in,
+                            const Transformer::AttentionBuffers& buf, const AttentionShape& shape,
+                            int local, int rows, Stream& stream, LaneRecord& record) {
+  // A decode step: one token, so the heads of rows [local, rows) are one contiguous range of q
+  // and of the output, and their keys and values one of k and v.
   const ModelConfig& cfg = model_.config();
-  const int rows = p_.plan.cache_sink + p_.plan.cache_window;
-  const size_t per_sequence = static_cast<size_t>(cfg.num_kv_heads) * rows * cfg.head_dim;
-  const size_t per_layer = static_cast<size_t>(p_.shape.gpu_batch_size) *
-                           p_.shape.num_micro_batches * per_sequence;
-  auto* keys = reinterpret_cast<float*>(tiers_.At(p_.cache.exact)) +
-               static_cast<size_t>(block) * per_layer +
-               static_cast<size_t>(step.micro_batch) * p_.shape.gpu_batch_size * per_sequence;
-  return {keys, keys + static_cast<size_t>(cfg.num_layers) * per_layer};
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / cfg.num_kv_heads) * head;
+  const uint64_t begin = static_cast<uint64_t>(local) * per_row;
+  const uint64_t bytes = static_cast<uint64_t>(rows) * per_row - begin;
+  const uint64_t kv_begin = static_cast<uint64_t>(local) * head;
+  const uint64_t kv_bytes = static_cast<uint64_t>(rows - local) * head;
+  // The workspace: queries, outputs, keys and values, each sized for a whole micro-batch.
+  const Extent& workspace = p_.cache.cpu_workspace[step.micro_batch % 2];
+  const uint64_t q_max = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads * head;
+  const uint64_t kv_max =
+      static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_kv_heads * head;
+  const uint64_t at[] = {0, q_max, 2 * q_max, 2 * q_max + kv_max};  // q, out, k, v
+  uint8_t* host = tiers_.At(workspace);
+  const DeviceSpan cpu = Host(workspace);
+  const DeviceSpan q_cpu = cpu.Sub(at[0], buf.q.bytes(), SpanType::kF32);
+  const DeviceSpan out_cpu = cpu.Sub(at[1], buf.q.bytes(), SpanType::kF32);
+  const DeviceSpan k_cpu = cpu.Sub(at[2], buf.k.bytes(), SpanType::kF32);
+  const DeviceSpan v_cpu = cpu.Sub(at[3], buf.v.bytes(), SpanType::kF32);
+  const double t0 = record.NowUs();
+  stream.CopyToHost({host + at[0] + begin, bytes}, buf.q.Sub(begin, bytes));
+  stream.CopyToHost({host + at[2] + kv_begin, kv_bytes}, buf.k.Sub(kv_begin, kv_bytes));
+  stream.CopyToHost({host + at[3] + kv_begin, kv_bytes}, buf.v.Sub(kv_begin, kv_bytes));
+  stream.Record(*to_cpu_);
+  to_cpu_->HostWait();
+  const double t1 = record.NowUs();
+  record.AddTransfer(Link::kGpuToCpu, t0, t1, bytes + 2 * kv_bytes);
+  // The CPU writes the keys and values into its rows, and attends them.
+  if (p_.cache.format.q4) {
+    const KvQ4Step s = Q4StepOf(in);
+    const auto table = std::span<const KvQ4Row>(q4_rows_).subspan(static_cast<size_t>(local));
+    cpu_.WriteKvQ4(*cpu_stream_, s, k_cpu, v_cpu, in.start, table, local);
+    cpu_.AttendKvQ4(*cpu_stream_, s, q_cpu, in.start, table, local, out_cpu);
+  } else {
+    WriteRows(*cpu_stream_, local, rows, in, k_cpu, v_cpu);
+    AttendRows(cpu_, *cpu_stream_, shape, q_cpu, rows_, local, rows, in.start, out_cpu);
+  }
+  cpu_stream_->Record(*cpu_done_);
+  cpu_done_->HostWait();
+  const double t2 = record.NowUs();
+  stream.CopyToDevice(buf.attn.Sub(begin, bytes), {host + at[1] + begin, bytes});
+  record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
 }
 
-void BlockCompute::Smooth(const Step& step, int block, const StepInput& in, const float* k,
-                          const float* q) {
-  // Fitted per (sequence, KV head) to the prompt's real tokens at the prefill, then every key
-  // stored smoothed and every decode query scaled.
-  namespace kc = kernels::cpu;
+void BlockCompute::ExactRowsToHost(const Step& step, int block, int rows, Stream& stream) {
+  // Rows [gpu, rows) of the slice were written on the device, where the prefill computes; from
+  // the next step on the CPU writes and reads them in the host tier.
+  const CachePlacement& c = p_.cache;
+  const int64_t g = c.rows.gpu;
+  if (rows <= g) return;
+  const int slice = block * p_.shape.num_micro_batches + step.micro_batch;
+  const uint64_t row =
+      static_cast<uint64_t>(p_.plan.cache_sink + p_.plan.cache_window) * c.head_dim * 4;
+  const uint64_t n = static_cast<uint64_t>(rows - g) * row;
+  const uint64_t from =
+      (static_cast<uint64_t>(slice) * p_.shape.gpu_batch_size * model_.config().num_kv_heads + g) *
+      row;
+  const uint64_t to = static_cast<uint64_t>(slice) * c.rows.off_gpu() * row;
+  const DeviceSpan device = tiers_.Device(c.exact);
+  uint8_t* host = tiers_.At(c.exact_cpu);
+  for (int plane = 0; plane < 2; ++plane) {  // keys, then values
+    stream.CopyToHost({host + plane * c.exact_cpu.bytes / 2 + to, n},
+                      device.Sub(plane * device.bytes() / 2 + from, n));
+  }
+}
+
+std::pair<DeviceSpan, DeviceSpan> BlockCompute::SmoothingOf(const Step& step, int block,
+                                                            int batch) const {
+  // Means then scales, each [layers, block's sequences, kv_heads, head_dim].
   const ModelConfig& cfg = model_.config();
-  const int d = cfg.head_dim;
-  const int kvh = cfg.num_kv_heads;
-  const long stride = static_cast<long>(kvh) * d;
-  const size_t per_layer = static_cast<size_t>(p_.shape.gpu_batch_size) *
-                           p_.shape.num_micro_batches * stride;
-  auto* mean = reinterpret_cast<float*>(tiers_.At(p_.cache.smoothing)) +
-               static_cast<size_t>(block) * per_layer +
-               static_cast<size_t>(step.micro_batch) * p_.shape.gpu_batch_size * stride;
-  float* scale = mean + static_cast<size_t>(cfg.num_layers) * per_layer;
-  const int tokens = in.new_tokens;
-  if (step.token == 0) {
-    for (int b = 0; b < in.batch; ++b) {
-      const int first_real = std::clamp(in.start[static_cast<size_t>(b)], 0, tokens);
-      for (int h = 0; h < kvh; ++h) {
-        const size_t at = static_cast<size_t>(b) * stride + static_cast<size_t>(h) * d;
-        kc::FitKeySmoothing(k + (static_cast<long>(b) * tokens + first_real) * stride + h * d,
-                            tokens - first_real, stride, d, mean + at, scale + at);
-      }
-    }
-  }
-  smoothed_k_.resize(static_cast<size_t>(in.batch) * tokens * stride);
-  for (long row = 0; row < static_cast<long>(in.batch) * tokens; ++row) {
-    const size_t at = static_cast<size_t>(row / tokens) * stride;
-    for (int h = 0; h < kvh; ++h) {
-      const long off = row * stride + h * d;
-      kc::SmoothKey(k + off, mean + at + h * d, scale + at + h * d, d, smoothed_k_.data() + off);
-    }
-  }
-  if (step.token == 0) return;
-  const int group = cfg.num_heads / kvh;
-  scaled_q_.resize(static_cast<size_t>(in.batch) * cfg.num_heads * d);
-  for (int b = 0; b < in.batch; ++b) {
-    for (int h = 0; h < cfg.num_heads; ++h) {
-      const size_t row = (static_cast<size_t>(b) * cfg.num_heads + h) * d;
-      const size_t at = static_cast<size_t>(b) * stride + static_cast<size_t>(h / group) * d;
-      kc::ScaleQuery(q + row, scale + at, d, scaled_q_.data() + row);
-    }
-  }
+  const uint64_t per_sequence = static_cast<uint64_t>(cfg.num_kv_heads) * cfg.head_dim * 4;
+  const uint64_t at = (static_cast<uint64_t>(block) * p_.shape.num_micro_batches *
+                           p_.shape.gpu_batch_size +
+                       static_cast<uint64_t>(step.micro_batch) * p_.shape.gpu_batch_size) *
+                      per_sequence;
+  const DeviceSpan smoothing = tiers_.Device(p_.cache.smoothing);
+  const uint64_t bytes = static_cast<uint64_t>(batch) * per_sequence;
+  return {smoothing.Sub(at, bytes, SpanType::kF32),
+          smoothing.Sub(smoothing.bytes() / 2 + at, bytes, SpanType::kF32)};
 }
 
 void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,

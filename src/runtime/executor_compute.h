@@ -3,22 +3,23 @@
 // on the CPU over those rows (CPU delegation) with the micro-batch's own CPU workspace, so the
 // next micro-batch's load never touches what this one computes on.
 //
-// With the 4-bit cache (plan.compress_cache) the rows hold codes and params wherever they live:
-// each step quantizes the keys and values it writes (the prefill the prompt's rows, a decode
-// step one slot per sequence and KV head), decode attention reads the codes directly
-// (kernels/cpu/attention_q4.h, on the CPU for delegated rows and for the emulated device alike),
-// and the prefill attends to the prompt's fp32 keys and values (placement's kv_prefill), as
-// FlexGen does, so the tokens are the frozen reference's with the same cache (tests/reference/).
-// Keys are rotated (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as follows: the
-// smoothing of each (layer, sequence, KV head) is fitted at the prefill to the prompt's real
-// tokens and stays resident where the layers compute (placement's cache.smoothing); keys are
-// smoothed before they are written (wherever their rows live) and decode queries scaled before
-// they are attended (on the CPU too), so no statistics travel with the cache. Exact tokens
-// (plan.exact_tokens()) are kept the same way: every key and value written is also stored, in
-// the space the 4-bit keys are in, in the micro-batch's exact rows (placement's cache.exact) when
-// its token is in the sequence's sink or window, and decode attention reads those tokens from
-// there (on the CPU too). Keys by channel (plan.channel_keys()) are quantized a group at a time
-// when its last slot is written, from the step's keys and the exact rows.
+// With the 4-bit cache (plan.compress_cache) the rows hold codes and params wherever they live,
+// and the backend's 4-bit ops (Backend::WriteKvQ4, AttendKvQ4) write and attend them: each step
+// quantizes the keys and values it writes (the prefill the prompt's rows, a decode step one slot
+// per sequence and KV head), decode attention reads the codes directly, and the prefill attends
+// to the prompt's fp32 keys and values (placement's kv_prefill), as FlexGen does, so the tokens
+// are the frozen reference's with the same cache (tests/reference/). Keys are rotated
+// (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as follows: the smoothing of each
+// (layer, sequence, KV head) is fitted at the prefill to the prompt's real tokens and stays
+// resident where the layers compute (placement's cache.smoothing); keys are smoothed and decode
+// queries scaled there before they go anywhere (to the CPU too), so no statistics travel with
+// the cache. Exact tokens (plan.exact_tokens()): every key and value written is also stored, in
+// the space the 4-bit keys are in, in its row's exact rows when its token is in the sequence's
+// sink or window, and decode attention reads those tokens from there. A row's exact rows stay
+// where its attention runs: on the device (placement's cache.exact), or with CPU delegation for
+// an off-GPU row in the host tier (cache.exact_cpu), copied there once after the prefill wrote
+// them on the device. Keys by channel (plan.channel_keys()) are quantized a group at a time when
+// its last slot is written, from the step's keys and the exact rows.
 #pragma once
 
 #include <memory>
@@ -65,23 +66,27 @@ class BlockCompute {
                const Placement& placement, const MemoryTiers& tiers);
 
   // Runs compute step `step` of `run`, its device work on `stream` (the compute lane's; CPU
-  // attention on a CPU stream of its own). Until every op takes spans, the 4-bit cache's writes,
-  // smoothing, exact rows and decode attention still read and write device bytes by address on
-  // the calling thread: with a 4-bit cache the device backend's streams must run their work on
-  // the thread that gives it (the CPU backend's inline streams).
+  // attention on a CPU stream of its own).
   void Run(const Step& step, int blocks, BlockRun& run, Stream& stream, LaneRecord& record);
 
  private:
   void Input(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
   void Attention(const Step& step, int block, BlockRun& run, Stream& stream, DeviceSpan hidden,
                  LaneRecord& record);
-  // Smoothed keys (plan.smooth_keys()): at the prefill fits the micro-batch's smoothing of
-  // layer `block` (placement's cache.smoothing) to k's real tokens; then smooths k into
-  // smoothed_k_ and, in a decode step, scales q into scaled_q_.
-  void Smooth(const Step& step, int block, const StepInput& in, const float* k, const float* q);
-  // Exact tokens (plan.exact_tokens()): the keys and values of micro-batch step.micro_batch's
-  // exact rows of layer `block` in placement's cache.exact (Q4ExactRows' layout).
-  std::pair<float*, float*> ExactRows(const Step& step, int block) const;
+  // Smoothed keys (plan.smooth_keys()): the means and scales of micro-batch step.micro_batch's
+  // first `batch` sequences in layer `block` (placement's cache.smoothing).
+  std::pair<DeviceSpan, DeviceSpan> SmoothingOf(const Step& step, int block, int batch) const;
+  // The 4-bit cache's step shape and format for `in`.
+  KvQ4Step Q4StepOf(const StepInput& in) const;
+  // Decode attention of rows [local, rows) on the CPU where they live (CPU delegation): the
+  // step's queries, keys and values go to the micro-batch's CPU workspace, the CPU writes the
+  // keys and values into its rows and attends them, and the result comes back into buf.attn.
+  void Delegate(const Step& step, const StepInput& in, const Transformer::AttentionBuffers& buf,
+                const AttentionShape& shape, int local, int rows, Stream& stream,
+                LaneRecord& record);
+  // CPU delegation with exact tokens, at the prefill: the exact rows of the slice's off-GPU rows,
+  // written on the device, to the host tier (placement's cache.exact_cpu).
+  void ExactRowsToHost(const Step& step, int block, int rows, Stream& stream);
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
   void PrefillOnFp32(const StepInput& in, Stream& stream,
                      const Transformer::AttentionBuffers& buf, AttentionShape shape);
@@ -92,17 +97,15 @@ class BlockCompute {
   // back, waited for.
   void LogitsOf(const Step& step, Stream& stream, int rows);
   // fp32 rows [row_begin, row_end) of rows_ take the step's keys and values, k_new and v_new
-  // [batch * tokens, kv_heads * head_dim], in their slots of `in`'s new tokens: copies on
-  // `stream`.
+  // [batch * tokens, kv_heads * head_dim] in the rows' arena (the device's, or host_arena_ for
+  // rows delegated to the CPU), in their slots of `in`'s new tokens: copies on `stream`.
   void WriteRows(Stream& stream, int row_begin, int row_end, const StepInput& in,
                  DeviceSpan k_new, DeviceSpan v_new);
-  // The KV rows of slice (block, k) for `step`, in rows_ (and row_addresses_).
+  // The KV rows of slice (block, k) for `step`, in rows_ (fp32) or q4_rows_ (4-bit, with their
+  // exact rows).
   void BuildRows(const Step& step, int block, int rows);
   // A host-tier extent as a span of host_arena_ (the CPU backend's view of the host tier).
   DeviceSpan Host(const Extent& e) const;
-  // The host address of a span of the device tier or of host_arena_ (null for an empty one): for
-  // the steps that still read and write by address (see Run).
-  uint8_t* Address(const DeviceSpan& span) const;
   // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
   // (all of them: -1); a 4-bit tensor's is its fp32 expansion.
   DeviceWeight View(const PlacedTensor& t, int slot, int64_t rows = -1) const;
@@ -126,10 +129,8 @@ class BlockCompute {
   DeviceModelWeights model_views_[2];               // input and output tensors, [slot]
   std::vector<float> logits_;  // LogitsOf's
   std::vector<KvRow> rows_;
-  std::vector<KvRowAddress> row_addresses_;  // rows_ by address
-  std::vector<float> scratch_;
+  std::vector<KvQ4Row> q4_rows_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
-  std::vector<float> smoothed_k_, scaled_q_;  // Smooth's outputs
 };
 
 }  // namespace strata

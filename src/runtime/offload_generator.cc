@@ -7,7 +7,6 @@
 
 #include "policy/fit_check.h"
 #include "policy/memory_accounting.h"
-#include "src/backend/cpu/cpu_backend.h"
 #include "src/core/check.h"
 #include "src/core/host_memory.h"
 #include "src/core/log.h"
@@ -26,14 +25,15 @@ struct OffloadGenerator::Engine {
   TierBytes planned;  // the plan's accounting for this size; -1 where it cannot describe it
 };
 
-OffloadGenerator::OffloadGenerator(const Model& model, Backend& backend, const Tokenizer& tokenizer,
+OffloadGenerator::OffloadGenerator(const Model& model, Backend& backend, Backend& cpu_backend,
+                                   const Tokenizer& tokenizer,
                                    std::vector<int32_t> eog_ids, OffloadOptions options)
     : model_(model),
       backend_(backend),
+      cpu_backend_(cpu_backend),
       tokenizer_(tokenizer),
       eog_ids_(std::move(eog_ids)),
-      options_(std::move(options)),
-      cpu_backend_(MakeCpuBackend()) {}
+      options_(std::move(options)) {}
 
 OffloadGenerator::~OffloadGenerator() = default;
 
@@ -81,7 +81,7 @@ Status OffloadGenerator::Place(int prompt_len, int max_len) {
     STRATA_RETURN_IF_ERROR(
         CopyWeightsHome(model_, engine->placement.weights, *engine->tiers, backend_));
   }
-  engine->executor = std::make_unique<BlockExecutor>(model_, backend_, *cpu_backend_,
+  engine->executor = std::make_unique<BlockExecutor>(model_, backend_, cpu_backend_,
                                                      engine->placement, *engine->tiers);
   engine_ = std::move(engine);
   ++placements_;

@@ -45,8 +45,10 @@ struct OffloadOptions {
 // Thread-compatible.
 class OffloadGenerator {
  public:
-  // REQUIRES: model, backend and tokenizer outlive the generator; `backend` is the device's.
-  OffloadGenerator(const Model& model, Backend& backend, const Tokenizer& tokenizer,
+  // REQUIRES: model, the backends and tokenizer outlive the generator; `backend` is the
+  // device's, `cpu_backend` the CPU's (CPU attention runs on it; never the same object).
+  OffloadGenerator(const Model& model, Backend& backend, Backend& cpu_backend,
+                   const Tokenizer& tokenizer,
                    std::vector<int32_t> eog_ids, OffloadOptions options);
   ~OffloadGenerator();
 
@@ -99,10 +101,10 @@ class OffloadGenerator {
 
   const Model& model_;
   Backend& backend_;
+  Backend& cpu_backend_;
   const Tokenizer& tokenizer_;
   std::vector<int32_t> eog_ids_;
   OffloadOptions options_;
-  std::unique_ptr<Backend> cpu_backend_;
   std::unique_ptr<Engine> engine_;
   ExecutorMetrics metrics_;
   std::vector<TraceSpan> trace_;

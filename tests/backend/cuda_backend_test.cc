@@ -13,94 +13,11 @@
 #include "src/backend/cuda/cuda_backend.h"
 #include "src/backend/cuda/gemm.h"
 #include "src/core/check.h"
+#include "tests/backend/cuda_backend_workspace.h"
 #include "tests/backend/gpu_test_util.h"
 
 namespace strata::testing {
 namespace {
-
-// A weight in one dtype: the bits, and the exact fp32 values they stand for.
-struct HostWeight {
-  std::vector<float> f32;
-  std::vector<uint16_t> bits;
-  std::vector<float> values;
-};
-
-HostWeight MakeWeight(std::mt19937_64& rng, size_t n, DType dtype, float stddev) {
-  HostWeight w;
-  w.f32 = RandomNormals(rng, n, stddev);
-  if (dtype == DType::kF32) {
-    w.values = w.f32;
-  } else {
-    w.bits = dtype == DType::kF16 ? ToHalfBits(w.f32) : ToBf16Bits(w.f32);
-    w.values.resize(n);
-    ConvertToFloat(dtype, w.bits.data(), w.values.data(), n);
-  }
-  return w;
-}
-
-template <typename T>
-std::span<const uint8_t> Bytes(const std::vector<T>& v) {
-  return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
-}
-
-// One backend's side of a test: an arena that spans are taken from in order, the stream that the
-// copies and ops run on, and an event to wait for them. Host vectors given to it must stay until
-// the next Read.
-class BackendWorkspace {
- public:
-  BackendWorkspace(Backend& backend, uint64_t bytes)
-      : stream_(backend.MakeStream()), event_(backend.MakeEvent()) {
-    auto arena = backend.AllocateDeviceArena(bytes);
-    STRATA_CHECK_MSG(arena.ok(), arena.status().ToString().c_str());
-    arena_ = std::move(*arena);
-  }
-
-  Stream& stream() { return *stream_; }
-
-  // A fresh span of n floats, every byte 0xFF (NaN), so that unwritten outputs show.
-  DeviceSpan Floats(size_t n) {
-    const DeviceSpan span = Take(n * sizeof(float), SpanType::kF32);
-    stream_->Fill(span, 0xFF);
-    return span;
-  }
-  // A fresh span holding `values`.
-  DeviceSpan Floats(const std::vector<float>& values) {
-    const DeviceSpan span = Take(values.size() * sizeof(float), SpanType::kF32);
-    stream_->CopyToDevice(span, Bytes(values));
-    return span;
-  }
-  // `w` as a rows x cols weight of `dtype`.
-  DeviceWeight Weight(const HostWeight& w, DType dtype, int64_t rows, int64_t cols = 1) {
-    const std::span<const uint8_t> bytes = dtype == DType::kF32 ? Bytes(w.f32) : Bytes(w.bits);
-    const DeviceWeight weight{Take(bytes.size(), SpanTypeOf(dtype)), rows, cols};
-    stream_->CopyToDevice(weight.data, bytes);
-    return weight;
-  }
-  // The floats of `span` once all the work given so far has finished.
-  std::vector<float> Read(DeviceSpan span) {
-    std::vector<float> host(span.bytes() / sizeof(float));
-    stream_->CopyToHost({reinterpret_cast<uint8_t*>(host.data()), span.bytes()}, span);
-    stream_->Record(*event_);
-    event_->HostWait();
-    return host;
-  }
-  // Spans are taken from the arena's start again. REQUIRES: no work given is pending (a Read
-  // since).
-  void Reset() { used_ = 0; }
-
- private:
-  DeviceSpan Take(uint64_t bytes, SpanType type) {
-    STRATA_CHECK(used_ + bytes <= arena_->capacity_bytes());
-    const DeviceSpan span = arena_->Span(used_, bytes, type);
-    used_ += (bytes + 255) / 256 * 256;
-    return span;
-  }
-
-  std::unique_ptr<Stream> stream_;
-  std::unique_ptr<Event> event_;
-  std::unique_ptr<DeviceArena> arena_;
-  uint64_t used_ = 0;
-};
 
 // Enough for the largest case: a 4097 x 1000 fp32 weight and its activations.
 constexpr uint64_t kArenaBytes = uint64_t{64} << 20;

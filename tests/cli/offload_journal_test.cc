@@ -59,6 +59,7 @@ class OffloadJournalTest : public ::testing::TestWithParam<IoFault> {
   // disk tier fails with `fault` on every matching transfer.
   JobLoopOutcome RunJob(const std::string& output, int fault_block, IoFault fault) {
     auto backend = MakeCpuBackend();
+    auto cpu_backend = MakeCpuBackend();
     FaultInjectingEnv* faults = nullptr;
     OffloadOptions o;
     o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
@@ -68,7 +69,7 @@ class OffloadJournalTest : public ::testing::TestWithParam<IoFault> {
       faults = wrapped.get();
       return wrapped;
     };
-    OffloadGenerator offload(*model_, *backend, *tokenizer_, {}, o);
+    OffloadGenerator offload(*model_, *backend, *cpu_backend, *tokenizer_, {}, o);
     Result<OutputJournal> journal = RecoverOutputJournal(output);
     EXPECT_TRUE(journal.ok());
     BlockReaderOptions ro;

@@ -291,6 +291,13 @@ TEST(PlacementTest, TiersRefuseALayoutOverTheDeviceCapacity) {
   EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos);
 }
 
+// The bytes of GPU extent `e`, read back through a stream of `backend` (the tiers' device).
+void ReadDevice(Backend& backend, const MemoryTiers& tiers, const Extent& e, uint8_t* dst) {
+  std::unique_ptr<Stream> stream = backend.MakeStream();
+  stream->CopyToHost({dst, e.bytes}, tiers.Device(e));
+  stream->Synchronize();
+}
+
 TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
   auto model = Load("llama-gqa");
   ASSERT_NE(model, nullptr);
@@ -309,7 +316,7 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
   for (const PlacedLayer& layer : p->weights.layers) {
     for (const PlacedTensor& t : layer.tensors) {
       std::vector<uint8_t> got(static_cast<size_t>(t.rows() * t.row_bytes));
-      if (t.gpu_rows > 0) std::memcpy(got.data(), (*tiers)->At(t.gpu_home), t.gpu_home.bytes);
+      if (t.gpu_rows > 0) ReadDevice(*backend, **tiers, t.gpu_home, got.data());
       if (t.cpu_rows > 0) {
         std::memcpy(got.data() + t.gpu_rows * t.row_bytes, (*tiers)->At(t.cpu_home), t.cpu_home.bytes);
       }
@@ -326,14 +333,15 @@ TEST(PlacementTest, WeightsRoundTripThroughEveryTier) {
 
 // Every tensor's bytes as the tiers hold them after CopyWeightsHome: GPU and CPU rows from
 // their arenas, disk rows read back from the scratch file.
-std::vector<std::vector<uint8_t>> HomeBytes(const Placement& p, const MemoryTiers& tiers) {
+std::vector<std::vector<uint8_t>> HomeBytes(const Placement& p, const MemoryTiers& tiers,
+                                           Backend& backend) {
   Result<AlignedBuffer> ring = AlignedBuffer::Allocate(size_t{1} << 20);
   EXPECT_TRUE(ring.ok());
   std::vector<std::vector<uint8_t>> out;
   for (const PlacedLayer& layer : p.weights.layers) {
     for (const PlacedTensor& t : layer.tensors) {
       std::vector<uint8_t>& got = out.emplace_back(static_cast<size_t>(t.rows() * t.row_bytes));
-      if (t.gpu_rows > 0) std::memcpy(got.data(), tiers.At(t.gpu_home), t.gpu_home.bytes);
+      if (t.gpu_rows > 0) ReadDevice(backend, tiers, t.gpu_home, got.data());
       if (t.cpu_rows > 0) {
         std::memcpy(got.data() + t.gpu_rows * t.row_bytes, tiers.At(t.cpu_home), t.cpu_home.bytes);
       }
@@ -390,7 +398,7 @@ TEST(PlacementTest, WeightsMadeOnDemandGoHomeAsTheInMemoryOnes) {
       Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
       ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
       ASSERT_TRUE(CopyWeightsHome(*model, p->weights, **tiers, *backend).ok());
-      const std::vector<std::vector<uint8_t>> got = HomeBytes(*p, **tiers);
+      const std::vector<std::vector<uint8_t>> got = HomeBytes(*p, **tiers, *backend);
       ASSERT_EQ(got.size(), want.size());
       for (size_t i = 0; i < want.size(); ++i) {
         EXPECT_TRUE(got[i] == want[i]) << model->weights_on_demand() << " tensor " << i;

@@ -62,6 +62,7 @@ nlohmann::json* DefaultModelTest::golden_ = nullptr;
 
 TEST_F(DefaultModelTest, MatchesTransformersOnTheExamplePrompts) {
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   const std::vector<int32_t> eog = EndOfGenerationIds(*tokenizer_, model_->config());
   const int vocab = model_->config().vocab_size;
   const auto& rows = (*golden_)["variants"]["default_no_bos"];
@@ -69,7 +70,7 @@ TEST_F(DefaultModelTest, MatchesTransformersOnTheExamplePrompts) {
   OffloadOptions options;
   options.plan =
       *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, static_cast<int>(rows.size()), 1);
-  OffloadGenerator generator(*model_, *backend, *tokenizer_, eog, options);
+  OffloadGenerator generator(*model_, *backend, *cpu_backend, *tokenizer_, eog, options);
 
   std::vector<GenerationRequest> block;
   for (const auto& row : rows) {

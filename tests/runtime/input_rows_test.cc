@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <set>
+#include <vector>
 
 #include "kernels/cpu/weight_q4.h"
 #include "src/memory/memory_tiers.h"
@@ -123,7 +124,11 @@ TEST_P(GatherInputRowsTest, SlotHoldsExactlyTheRowsAskedForFromEveryTier) {
   uint64_t moved = 0;
   for (const TraceSpan& span : record.spans()) moved += span.bytes;
   EXPECT_EQ(moved, want_bytes);
-  const uint8_t* slot = (*tiers)->At(p->weight_slots[1]);
+  // The slot read back through the stream (after the gather's copies on it).
+  std::vector<uint8_t> slot_bytes(p->weight_slots[1].bytes);
+  stream->CopyToHost(slot_bytes, (*tiers)->Device(p->weight_slots[1]));
+  stream->Synchronize();
+  const uint8_t* slot = slot_bytes.data();
   for (const PlacedTensor& t : p->weights.input().tensors) {
     const std::vector<int32_t>& ids = t.name == "embed_positions" ? rows.positions : rows.tokens;
     const uint8_t* at = slot + t.slot_offset;

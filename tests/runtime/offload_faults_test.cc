@@ -161,6 +161,7 @@ TEST_P(OffloadFaultTest, FaultEndsTheBlockWithAClearError) {
   Fixture f = Load(4);
   ASSERT_FALSE(f.block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   FaultInjectingEnv* faults = nullptr;
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
@@ -172,7 +173,7 @@ TEST_P(OffloadFaultTest, FaultEndsTheBlockWithAClearError) {
   };
   o.executor.jitter_us = 100;
   const Model& model = c.from_store ? *f.stored : *f.source;
-  OffloadGenerator offload(model, *backend, *f.tokenizer, {}, o);
+  OffloadGenerator offload(model, *backend, *cpu_backend, *f.tokenizer, {}, o);
   // Sets the tiers up (and writes the weights home) before any fault is armed.
   f.Prepare(offload);
   ASSERT_NE(faults, nullptr);
@@ -201,13 +202,14 @@ TEST(ExecutorEventsDeathTest, ADroppedWaitIsCaught) {
       {
         Fixture f = Load(2);
         auto backend = MakeCpuBackend();
+        auto cpu_backend = MakeCpuBackend();
         OffloadOptions o;
         o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
         o.tiers.offload_dir = ::testing::TempDir();
         o.executor.jitter_us = 2000;
         o.executor.skip_waits = [](const Step& s) { return s.kind == StepKind::kCompute; };
         for (int attempt = 0; attempt < 20; ++attempt) {
-          OffloadGenerator offload(*f.source, *backend, *f.tokenizer, {}, o);
+          OffloadGenerator offload(*f.source, *backend, *cpu_backend, *f.tokenizer, {}, o);
           (void)offload.TryGenerate(f.block);
         }
       },
@@ -237,6 +239,7 @@ TEST(OffloadFaultSetupTest, NoSpaceForTheScratchFile) {
   Fixture f = Load(2);
   ASSERT_FALSE(f.block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
   o.tiers.offload_dir = ::testing::TempDir();
@@ -245,7 +248,7 @@ TEST(OffloadFaultSetupTest, NoSpaceForTheScratchFile) {
     wrapped->AddRule({IoFault::kNoSpace, ".strata-scratch", 0, UINT64_MAX, -1});
     return wrapped;
   };
-  OffloadGenerator offload(*f.source, *backend, *f.tokenizer, {}, o);
+  OffloadGenerator offload(*f.source, *backend, *cpu_backend, *f.tokenizer, {}, o);
   Watchdog watchdog(120);
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(f.block);
   ASSERT_FALSE(got.ok());
@@ -261,6 +264,7 @@ TEST(OffloadCancelTest, CancelFromAnotherThreadStopsTheBlockPromptly) {
   Fixture f = Load(48);
   ASSERT_FALSE(f.block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
   o.tiers.offload_dir = ::testing::TempDir();
@@ -269,7 +273,7 @@ TEST(OffloadCancelTest, CancelFromAnotherThreadStopsTheBlockPromptly) {
   for (int from_store = 0; from_store < 2; ++from_store) {
     SCOPED_TRACE(from_store ? "store model" : "source model");
     cancel = false;
-    OffloadGenerator offload(from_store ? *f.stored : *f.source, *backend, *f.tokenizer, {}, o);
+    OffloadGenerator offload(from_store ? *f.stored : *f.source, *backend, *cpu_backend, *f.tokenizer, {}, o);
     offload.set_cancel(&cancel);
     f.Prepare(offload);
     const int threads = ThreadCount();
@@ -304,11 +308,12 @@ TEST(OffloadCancelTest, RaisedBeforehandRunsNothingAndClearedRunsAgain) {
   Fixture f = Load(3);
   ASSERT_FALSE(f.block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 1, 2);  // blocks of two: several
   o.tiers.offload_dir = ::testing::TempDir();
   std::atomic<bool> cancel{true};
-  OffloadGenerator offload(*f.source, *backend, *f.tokenizer, {}, o);
+  OffloadGenerator offload(*f.source, *backend, *cpu_backend, *f.tokenizer, {}, o);
   offload.set_cancel(&cancel);
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(f.block);
   ASSERT_TRUE(got.ok()) << got.status().ToString();

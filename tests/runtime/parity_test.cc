@@ -47,10 +47,11 @@ TEST_P(ParityTest, LogitsAndGreedyTokensMatchTransformers) {
   auto tokenizer = LoadTokenizerForModel(**model);
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status().ToString();
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   const size_t prompts = expected["prompts"].size();
   OffloadOptions options;
   options.plan = *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, static_cast<int>(prompts), 1);
-  OffloadGenerator generator(**model, *backend, **tokenizer, {}, options);
+  OffloadGenerator generator(**model, *backend, *cpu_backend, **tokenizer, {}, options);
   const int vocab = (*model)->config().vocab_size;
 
   std::vector<GenerationRequest> block;

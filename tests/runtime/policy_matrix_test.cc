@@ -124,6 +124,7 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
                                            CpuStreamOptions streams = {}) {
   std::vector<ExecutorMetrics> metrics;
   auto backend = MakeCpuBackend({.streams = streams});
+  auto cpu_backend = MakeCpuBackend({.streams = streams});
   const std::vector<int32_t> eog = EndOfGenerationIds(tokenizer, model.config());
   const std::vector<GenerationResult> want =
       ReferenceResults(model, tokenizer, block, compression);
@@ -143,7 +144,7 @@ std::vector<ExecutorMetrics> CheckPolicies(const Model& model, const Tokenizer& 
     o.tiers.offload_dir = ::testing::TempDir();
     o.executor.jitter_us = jitter_us;
     o.executor.jitter_seed = static_cast<uint32_t>(jitter_us);
-    OffloadGenerator offload(model, *backend, tokenizer, eog, o);
+    OffloadGenerator offload(model, *backend, *cpu_backend, tokenizer, eog, o);
     Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
     EXPECT_TRUE(got.ok()) << got.status().ToString();
     if (!got.ok()) continue;
@@ -205,15 +206,17 @@ TEST_P(FixturePolicyTest, TokensMatchTheReferenceUnderEveryPolicy) {
 
 // The device's streams on worker threads that sleep a random while before each piece of work, so
 // that only the events the executor records and waits for order the lanes' work: the tokens are
-// still the reference's under every policy, with fp32 or 4-bit weights. (An fp32 cache: the plans
-// whose every step is stream work; the 4-bit cache's steps still work by address on the lanes'
-// threads.)
+// still the reference's under every policy, with fp32 or 4-bit weights, and with the fp32 cache
+// or the 4-bit one (by channel with exact tokens, the default; smoothed keys with exact tokens).
 TEST_P(FixturePolicyTest, TokensMatchTheReferenceOnDelayedStreams) {
   const std::vector<GenerationRequest> block = Block(6);
   ASSERT_FALSE(block.empty());
   const std::vector<Policy> policies(std::begin(kPolicies), std::end(kPolicies));
-  for (const Compression c : {Compression{}, Compression{.weight = true}}) {
-    SCOPED_TRACE(c.weight ? "4-bit weights" : "fp32 weights");
+  for (const Compression c :
+       {Compression{}, Compression{.weight = true}, Compression{.cache = true},
+        Compression{.cache = true, .keys = CacheKeys::kSmoothed, .sink = 1, .window = 4}}) {
+    SCOPED_TRACE(std::string(c.weight ? "4-bit weights" : "fp32 weights") + ", " +
+                 (c.cache ? std::string(CacheKeysName(c.keys)) + " 4-bit cache" : "fp32 cache"));
     CheckPolicies(*model_, *tokenizer_, block, policies, 0, c,
                   {.threaded = true, .max_delay_us = 100, .seed = 9});
   }
@@ -227,11 +230,12 @@ TEST_P(FixturePolicyTest, ComputeStreamsWithoutTheirWaitsGoWrong) {
   ASSERT_FALSE(block.empty());
   const std::vector<GenerationResult> want = ReferenceResults(*model_, *tokenizer_, block);
   auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 2000, .seed = 4}});
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent(kPolicies[5].percent, kPolicies[5].gbs, kPolicies[5].nb);
   o.tiers.offload_dir = ::testing::TempDir();
   o.executor.skip_stream_waits = [](const Step& s) { return s.kind == StepKind::kCompute; };
-  OffloadGenerator offload(*model_, *backend, *tokenizer_,
+  OffloadGenerator offload(*model_, *backend, *cpu_backend, *tokenizer_,
                            EndOfGenerationIds(*tokenizer_, model_->config()), o);
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
@@ -405,10 +409,11 @@ TEST_P(FixturePolicyTest, GrowingBlocksPlaceAFewTimesNotOnceABlock) {
   for (const GenerationRequest& r : block) ids.insert(ids.end(), r.prompt.begin(), r.prompt.end());
   ASSERT_GE(ids.size(), 17u);
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({50, 50, 100, 0, 100, 0}, 1, 1);
   o.tiers.offload_dir = ::testing::TempDir();
-  OffloadGenerator offload(*model_, *backend, *tokenizer_,
+  OffloadGenerator offload(*model_, *backend, *cpu_backend, *tokenizer_,
                            EndOfGenerationIds(*tokenizer_, model_->config()), o);
   GenerationRequest r = block[0];
   for (size_t n = 2; n <= 17; ++n) {
@@ -450,10 +455,11 @@ TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {
   const std::vector<GenerationRequest> block = FixtureBlock("opt", 2, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({0, 0, 0, 0, 0, 0}, 2, 2);
   o.tiers.offload_dir = ::testing::TempDir() + "/no/such/dir";
-  OffloadGenerator offload(*model, *backend, *tokenizer, {}, o);
+  OffloadGenerator offload(*model, *backend, *cpu_backend, *tokenizer, {}, o);
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kNotFound) << got.status().ToString();
@@ -471,11 +477,12 @@ TEST(OffloadErrorTest, PlanOverTheHostMemoryIsRefusedBeforeAnythingIsAllocated) 
       FixtureBlock("opt", 2, &model, &tokenizer, &expected);
   ASSERT_FALSE(block.empty());
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   OffloadOptions o;
   o.plan = *PlanFromFlexGenPercent({100, 0, 100, 0, 100, 0}, 2, 2);
   o.tiers.offload_dir = ::testing::TempDir() + "/no/such/dir";
   o.host_memory_bytes = 1000;
-  OffloadGenerator refused(*model, *backend, *tokenizer, {}, o);
+  OffloadGenerator refused(*model, *backend, *cpu_backend, *tokenizer, {}, o);
   Result<std::vector<GenerationResult>> got = refused.TryGenerate(block);
   ASSERT_FALSE(got.ok());
   EXPECT_EQ(got.status().code(), StatusCode::kResourceExhausted) << got.status().ToString();
@@ -488,7 +495,7 @@ TEST(OffloadErrorTest, PlanOverTheHostMemoryIsRefusedBeforeAnythingIsAllocated) 
 
   o.host_memory_bytes = int64_t{1} << 40;
   o.tiers.offload_dir = ::testing::TempDir();
-  OffloadGenerator runs(*model, *backend, *tokenizer, {}, o);
+  OffloadGenerator runs(*model, *backend, *cpu_backend, *tokenizer, {}, o);
   EXPECT_TRUE(runs.TryGenerate(block).ok());
 }
 
@@ -520,6 +527,7 @@ TEST(SyntheticWeightsTest, MadeOnDemandTheyGiveTheTokensOfTheInMemoryModel) {
     block[i].ignore_eos = true;
   }
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   for (bool weight : {false, true}) {
     SCOPED_TRACE(weight ? "4-bit weights" : "raw weights");
     const std::vector<GenerationResult> want =
@@ -531,7 +539,7 @@ TEST(SyntheticWeightsTest, MadeOnDemandTheyGiveTheTokensOfTheInMemoryModel) {
       o.plan.cpu_attention = policy.cpu_attention;
       o.plan.compress_weight = weight;
       o.tiers.offload_dir = ::testing::TempDir();
-      OffloadGenerator offload(**made, *backend, tokenizer, {}, o);
+      OffloadGenerator offload(**made, *backend, *cpu_backend, tokenizer, {}, o);
       Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
       ASSERT_TRUE(got.ok()) << got.status().ToString();
       EXPECT_EQ(TokensOf(*got), TokensOf(want));
@@ -599,6 +607,7 @@ uint64_t ScratchBytes(const Model& model, const Tokenizer& tokenizer, const Plan
                       const std::vector<GenerationRequest>& block,
                       const std::vector<GenerationResult>& want, int jitter_us) {
   auto backend = MakeCpuBackend();
+  auto cpu_backend = MakeCpuBackend();
   std::atomic<uint64_t> allocated{0};
   OffloadOptions o;
   o.plan = plan;
@@ -607,7 +616,7 @@ uint64_t ScratchBytes(const Model& model, const Tokenizer& tokenizer, const Plan
     return std::make_unique<AllocationCounter>(std::move(env), &allocated);
   };
   o.executor.jitter_us = jitter_us;
-  OffloadGenerator offload(model, *backend, tokenizer,
+  OffloadGenerator offload(model, *backend, *cpu_backend, tokenizer,
                            EndOfGenerationIds(tokenizer, model.config()), o);
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
   EXPECT_TRUE(got.ok()) << got.status().ToString();

@@ -15,6 +15,7 @@
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/weight_q4.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/backend/cpu/cpu_kv_q4.h"
 #include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
 
@@ -26,13 +27,6 @@ namespace k = kernels::cpu;
 // Rows of a non-F32 weight converted per GEMM panel: large enough for GEMM efficiency, small
 // enough to stay in cache.
 constexpr int kPanelRows = 256;
-
-// The fp32 elements of an activation span of `n` elements.
-float* Floats(const DeviceSpan& span, int64_t n) {
-  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "an activation span is not fp32");
-  STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * sizeof(float));
-  return reinterpret_cast<float*>(CpuAddress(span));
-}
 
 // A weight's data and element type, as the kernels read it.
 struct HostWeight {
@@ -112,8 +106,8 @@ class CpuBackend final : public Backend {
     const int out = static_cast<int>(w.rows);
     const int in = static_cast<int>(w.cols);
     STRATA_CHECK(bias.data == nullptr || bias.rows * bias.cols == out);
-    const float* x = Floats(x_span, int64_t{m} * in);
-    float* y = Floats(y_span, int64_t{m} * out);
+    const float* x = CpuFloats(x_span, int64_t{m} * in);
+    float* y = CpuFloats(y_span, int64_t{m} * out);
     RunOnCpuStream(stream, [=] {
       if (w.dtype == DType::kF32) {
         k::GemmNT(m, out, in, x, reinterpret_cast<const float*>(w.data), y, out, false);
@@ -152,8 +146,8 @@ class CpuBackend final : public Backend {
                  DeviceSpan y_span) override {
     const HostWeight w = Resolve(weight), b = Resolve(bias);
     STRATA_CHECK(w.rows * w.cols == dim && (b.data == nullptr || b.rows * b.cols == dim));
-    const float* x = Floats(x_span, int64_t{rows} * dim);
-    float* y = Floats(y_span, int64_t{rows} * dim);
+    const float* x = CpuFloats(x_span, int64_t{rows} * dim);
+    float* y = CpuFloats(y_span, int64_t{rows} * dim);
     RunOnCpuStream(stream, [=] {
       thread_local std::vector<float> w_floats, b_floats;
       k::LayerNorm(x, VectorFloats(w, w_floats), VectorFloats(b, b_floats), eps, rows, dim, y);
@@ -164,8 +158,8 @@ class CpuBackend final : public Backend {
                int dim, DeviceSpan y_span) override {
     const HostWeight w = Resolve(weight);
     STRATA_CHECK(w.rows * w.cols == dim);
-    const float* x = Floats(x_span, int64_t{rows} * dim);
-    float* y = Floats(y_span, int64_t{rows} * dim);
+    const float* x = CpuFloats(x_span, int64_t{rows} * dim);
+    float* y = CpuFloats(y_span, int64_t{rows} * dim);
     RunOnCpuStream(stream, [=] {
       thread_local std::vector<float> w_floats;
       k::RmsNorm(x, VectorFloats(w, w_floats), eps, rows, dim, y);
@@ -174,7 +168,7 @@ class CpuBackend final : public Backend {
 
   void Activate(Stream& stream, ActivationKind kind, DeviceSpan x_span) override {
     const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
-    float* x = Floats(x_span, n);
+    float* x = CpuFloats(x_span, n);
     RunOnCpuStream(stream, [=] {
       if (kind == ActivationKind::kRelu) {
         k::Relu(x, static_cast<size_t>(n));
@@ -186,8 +180,8 @@ class CpuBackend final : public Backend {
 
   void SiluMul(Stream& stream, DeviceSpan gate_span, DeviceSpan up_span) override {
     const int64_t n = static_cast<int64_t>(gate_span.bytes() / sizeof(float));
-    float* gate = Floats(gate_span, n);
-    const float* up = Floats(up_span, n);
+    float* gate = CpuFloats(gate_span, n);
+    const float* up = CpuFloats(up_span, n);
     RunOnCpuStream(stream, [=] { k::SiluMul(gate, up, static_cast<size_t>(n)); });
   }
 
@@ -195,7 +189,7 @@ class CpuBackend final : public Backend {
             int head_dim, std::span<const float> inv_freq) override {
     const int tokens = static_cast<int>(positions.size());
     STRATA_CHECK(static_cast<int>(inv_freq.size()) == head_dim / 2);
-    float* x = Floats(x_span, int64_t{tokens} * heads * head_dim);
+    float* x = CpuFloats(x_span, int64_t{tokens} * heads * head_dim);
     RunOnCpuStream(stream, [=, pos = std::vector<int32_t>(positions.begin(), positions.end()),
                             freq = std::vector<float>(inv_freq.begin(), inv_freq.end())] {
       k::ApplyRope(x, pos.data(), tokens, heads, head_dim, freq.data());
@@ -204,8 +198,8 @@ class CpuBackend final : public Backend {
 
   void Add(Stream& stream, DeviceSpan x_span, DeviceSpan y_span) override {
     const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
-    float* x = Floats(x_span, n);
-    const float* y = Floats(y_span, n);
+    float* x = CpuFloats(x_span, n);
+    const float* y = CpuFloats(y_span, n);
     RunOnCpuStream(stream, [=] {
 #pragma omp parallel for schedule(static) if (n > 65536)
       for (int64_t i = 0; i < n; ++i) x[i] += y[i];
@@ -219,7 +213,7 @@ class CpuBackend final : public Backend {
                      static_cast<uint64_t>(WeightQ4ParamHalves(rows, cols, group)) * 2);
     const uint8_t* codes = CpuAddress(codes_span);
     const auto* params = reinterpret_cast<const uint16_t*>(CpuAddress(params_span));
-    float* out = Floats(out_span, rows * cols);
+    float* out = CpuFloats(out_span, rows * cols);
     RunOnCpuStream(stream, [=] { k::ExpandWeightQ4(codes, params, rows, cols, group, out); });
   }
 
@@ -233,13 +227,35 @@ class CpuBackend final : public Backend {
                             shape.head_dim;
     const int64_t cache = int64_t{shape.batch} * shape.num_kv_heads * shape.max_len *
                           shape.head_dim;
-    const float* q = Floats(q_span, queries);
-    const float* kc = Floats(k_span, cache);
-    const float* vc = Floats(v_span, cache);
-    float* out = Floats(out_span, queries);
+    const float* q = CpuFloats(q_span, queries);
+    const float* kc = CpuFloats(k_span, cache);
+    const float* vc = CpuFloats(v_span, cache);
+    float* out = CpuFloats(out_span, queries);
     RunOnCpuStream(stream, [=, first = std::vector<int>(start.begin(), start.end())] {
       k::CausalAttention(s, q, kc, vc, first.data(), out);
     });
+  }
+
+  void WriteKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan v_new,
+                 std::span<const int> start, std::span<const KvQ4Row> rows,
+                 int row_begin) override {
+    CpuWriteKvQ4(stream, step, k_new, v_new, start, rows, row_begin);
+  }
+  void AttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q, std::span<const int> start,
+                  std::span<const KvQ4Row> rows, int row_begin, DeviceSpan out) override {
+    CpuAttendKvQ4(stream, step, q, start, rows, row_begin, out);
+  }
+  void FitKeySmoothing(Stream& stream, const KvQ4Step& step, DeviceSpan k_new,
+                       std::span<const int> start, DeviceSpan mean, DeviceSpan scale) override {
+    CpuFitKeySmoothing(stream, step, k_new, start, mean, scale);
+  }
+  void SmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan mean,
+                  DeviceSpan scale) override {
+    CpuSmoothKeys(stream, step, k_new, mean, scale);
+  }
+  void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q,
+                    DeviceSpan scale) override {
+    CpuScaleQueries(stream, step, q, scale);
   }
 
  private:
@@ -256,7 +272,7 @@ class CpuBackend final : public Backend {
                        std::span<const int32_t> ids, bool add, DeviceSpan out_span) {
     const HostWeight table = Resolve(table_weight);
     for (const int32_t id : ids) STRATA_CHECK(id >= 0 && id < table.rows);
-    float* out = Floats(out_span, static_cast<int64_t>(ids.size()) * table.cols);
+    float* out = CpuFloats(out_span, static_cast<int64_t>(ids.size()) * table.cols);
     RunOnCpuStream(stream, [=, rows = std::vector<int32_t>(ids.begin(), ids.end())] {
       LookUp(table, rows, add, out);
     });

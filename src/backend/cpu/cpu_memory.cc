@@ -31,7 +31,6 @@ class CpuDeviceArena final : public DeviceArena {
   ~CpuDeviceArena() override {
     if (mapped_ > 0) ::munmap(base_, mapped_);
   }
-  uint8_t* host_view() const override { return base_; }
 
   static uint8_t* Address(const DeviceSpan& span) {
     const auto& arena = static_cast<const CpuDeviceArena&>(ArenaOf(span, kCpuBackend));
@@ -214,6 +213,12 @@ std::unique_ptr<Stream> MakeCpuStream(const CpuStreamOptions& options) {
 std::unique_ptr<Event> MakeCpuEvent() { return std::make_unique<CpuEvent>(); }
 
 uint8_t* CpuAddress(const DeviceSpan& span) { return CpuDeviceArena::Address(span); }
+
+float* CpuFloats(const DeviceSpan& span, int64_t n) {
+  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "an activation span is not fp32");
+  STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * sizeof(float));
+  return reinterpret_cast<float*>(CpuAddress(span));
+}
 
 void RunOnCpuStream(Stream& stream, std::function<void()> work) {
   auto* cpu = dynamic_cast<CpuStream*>(&stream);

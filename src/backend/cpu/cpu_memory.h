@@ -35,6 +35,8 @@ std::unique_ptr<Event> MakeCpuEvent();
 
 // The address of a span of an arena AllocateCpuDeviceArena made: for the CPU backend's ops only.
 uint8_t* CpuAddress(const DeviceSpan& span);
+// CpuAddress of an fp32 span of exactly `n` elements (checked).
+float* CpuFloats(const DeviceSpan& span, int64_t n);
 // Gives `work` to `stream` (one MakeCpuStream made), in order after the work given so far: for the
 // CPU backend's ops only.
 void RunOnCpuStream(Stream& stream, std::function<void()> work);

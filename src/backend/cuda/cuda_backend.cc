@@ -4,7 +4,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <span>
+#include <vector>
 
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_device.h"
@@ -50,6 +53,123 @@ DeviceTensor Elements(const DeviceWeight& w) {
   return {CudaAddress(w.data), type == SpanType::kF32   ? ElemType::kF32
                                : type == SpanType::kF16 ? ElemType::kF16
                                                         : ElemType::kBF16};
+}
+
+using kernels::cuda::Q4ChannelRow;
+
+bool AlignedTo(const void* p, uint64_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+// Floats of a step's k_new or v_new: [batch * tokens, num_kv_heads * head_dim].
+int64_t StepKvFloats(const KvQ4Step& step) {
+  return int64_t{step.batch} * step.tokens * step.num_kv_heads * step.head_dim;
+}
+
+// Checks a 4-bit cache op's step against the Backend contract and against the cache formats the
+// CUDA kernels run, saying which format it does not run yet rather than computing it wrongly.
+void CheckKvQ4Step(const KvQ4Step& step, std::span<const int> start, size_t row_count,
+                   int row_begin) {
+  const KvQ4Format& f = step.format;
+  const int d = step.head_dim;
+  STRATA_CHECK(step.batch >= 0 && step.num_kv_heads > 0 &&
+               step.num_heads % step.num_kv_heads == 0 && step.tokens >= 1 &&
+               step.cache_len >= step.tokens && f.sink >= 0 && f.window >= 0);
+  STRATA_CHECK(static_cast<int>(start.size()) == step.batch);
+  STRATA_CHECK(row_begin >= 0 &&
+               static_cast<int64_t>(row_begin) + static_cast<int64_t>(row_count) <=
+                   int64_t{step.batch} * step.num_kv_heads);
+  if (f.keys_by_channel) {
+    STRATA_CHECK_MSG(!f.rotate_keys,
+                     "the CUDA backend does not yet run rotated 4-bit keys by channel (its key "
+                     "group writer reads the keys unrotated); use keys by channel unrotated");
+    STRATA_CHECK_MSG(f.window >= kKvQ4ChannelGroup,
+                     "4-bit keys by channel need an exact window of at least one key group");
+    STRATA_CHECK_MSG(cuda_ops::Q4ChannelHeadDimSupported(d),
+                     "the CUDA backend runs 4-bit keys by channel at head_dim 64, 128 or 256 only");
+  } else {
+    STRATA_CHECK_MSG(!f.exact(),
+                     "the CUDA backend does not yet run 4-bit per-token keys with exact tokens; "
+                     "use the default keys by channel");
+    STRATA_CHECK_MSG(d == 64 || d == 128,
+                     "the CUDA backend runs 4-bit per-token keys at head_dim 64 or 128 only");
+  }
+}
+
+// The device addresses of a 4-bit cache row as the kernels take them. REQUIRES (checked): its
+// planes hold at least stride >= cache_len slots (and its exact rows sink + window head vectors
+// when the format keeps them), aligned for the kernels' widest loads at any slot.
+Q4ChannelRow RowAddresses(const KvQ4Step& step, const KvQ4Row& row) {
+  const KvQ4Format& f = step.format;
+  const int d = step.head_dim;
+  const uint64_t slots = static_cast<uint64_t>(row.stride);
+  const int code_bytes = KvQ4CodeBytes(d);
+  const int k_param_bytes =
+      2 * (f.keys_by_channel ? KvQ4ChannelParamHalves(d) : KvQ4ParamHalves(d));
+  const int v_param_bytes = 2 * KvQ4ParamHalves(d);
+  STRATA_CHECK(row.stride >= step.cache_len);
+  STRATA_CHECK(row.k_codes.bytes() >= slots * code_bytes &&
+               row.v_codes.bytes() >= slots * code_bytes &&
+               row.k_params.bytes() >= slots * k_param_bytes &&
+               row.v_params.bytes() >= slots * v_param_bytes);
+  Q4ChannelRow r;
+  r.k_codes = static_cast<uint8_t*>(CudaAddress(row.k_codes));
+  r.k_params = static_cast<uint16_t*>(CudaAddress(row.k_params));
+  r.v_codes = static_cast<uint8_t*>(CudaAddress(row.v_codes));
+  r.v_params = static_cast<uint16_t*>(CudaAddress(row.v_params));
+  r.stride = row.stride;
+  // Keys by channel load a group's key params and a token's value params whole (up to 16
+  // bytes); per-token decode attention loads params 8 bytes at a time.
+  const uint64_t k_param_align = f.keys_by_channel ? std::min(16, k_param_bytes) : 8;
+  const uint64_t v_param_align = f.keys_by_channel ? std::min(16, v_param_bytes) : 8;
+  bool aligned = AlignedTo(r.k_codes, 16) && AlignedTo(r.v_codes, 16) &&
+                 AlignedTo(r.k_params, k_param_align) && AlignedTo(r.v_params, v_param_align);
+  if (f.exact()) {
+    const uint64_t exact_bytes = static_cast<uint64_t>(f.sink + f.window) * d * sizeof(float);
+    STRATA_CHECK(row.k_exact.bytes() >= exact_bytes && row.v_exact.bytes() >= exact_bytes);
+    r.k_exact = static_cast<float*>(CudaAddress(row.k_exact));
+    r.v_exact = static_cast<float*>(CudaAddress(row.v_exact));
+    aligned = aligned && AlignedTo(r.k_exact, 16) && AlignedTo(r.v_exact, 16);
+  }
+  STRATA_CHECK_MSG(aligned, "a 4-bit cache row's planes are not aligned as the CUDA kernels need");
+  return r;
+}
+
+// A run of an op's rows that the table-of-rows kernels take in one launch. The kernels index
+// rows b * num_kv_heads + h of whole sequences, so a run is either `batch` whole sequences from
+// sequence b, or one row (KV head `head` of sequence b, of a sequence the op's rows only partly
+// cover) taken as a sequence of one KV head.
+struct RowRun {
+  int index = 0;  // of the run's first row among the op's rows
+  int b = 0;
+  int batch = 1;
+  int head = -1;  // the single row's KV head; -1 for whole sequences
+};
+
+std::vector<RowRun> RowRuns(int num_kv_heads, int row_begin, int row_count) {
+  std::vector<RowRun> runs;
+  const int row_end = row_begin + row_count;
+  for (int r = row_begin; r < row_end;) {
+    const int whole = r % num_kv_heads == 0 ? (row_end - r) / num_kv_heads : 0;
+    if (whole > 0) {
+      runs.push_back({r - row_begin, r / num_kv_heads, whole, -1});
+      r += whole * num_kv_heads;
+    } else {
+      runs.push_back({r - row_begin, r / num_kv_heads, 1, r % num_kv_heads});
+      ++r;
+    }
+  }
+  return runs;
+}
+
+// KV head h of sequence b of a step's k_new or v_new (token-major) gathered into
+// dst[tokens, head_dim], on `s`.
+void GatherHead(const KvQ4Step& step, const float* rows, int b, int h, float* dst, cudaStream_t s) {
+  const size_t head_bytes = sizeof(float) * static_cast<size_t>(step.head_dim);
+  const float* src = rows + (int64_t{b} * step.tokens * step.num_kv_heads + h) * step.head_dim;
+  STRATA_CUDA_CHECK(cudaMemcpy2DAsync(dst, head_bytes, src, head_bytes * step.num_kv_heads,
+                                      head_bytes, static_cast<size_t>(step.tokens),
+                                      cudaMemcpyDeviceToDevice, s));
 }
 
 class CudaBackend final : public Backend {
@@ -186,7 +306,179 @@ class CudaBackend final : public Backend {
                                                 Floats(out, queries), cs));
   }
 
+  void WriteKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan v_new,
+                 std::span<const int> start, std::span<const KvQ4Row> rows,
+                 int row_begin) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    CheckKvQ4Step(step, start, rows.size(), row_begin);
+    const KvQ4Format& f = step.format;
+    const int d = step.head_dim;
+    const int kvh = step.num_kv_heads;
+    const int tokens = step.tokens;
+    const int first_slot = step.cache_len - tokens;
+    const float* k = Floats(k_new, StepKvFloats(step));
+    const float* v = Floats(v_new, StepKvFloats(step));
+    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
+    // A row's keys and values when it is written alone.
+    const size_t head_floats = static_cast<size_t>(tokens) * d;
+    kv_head_rows_.Reserve(2 * head_floats * sizeof(float));
+    float* k_head = kv_head_rows_.as<float>();
+    float* v_head = k_head + head_floats;
+    if (!f.keys_by_channel) {
+      // Per-token keys: one contiguous cache of one row at a time.
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int r = row_begin + static_cast<int>(i);
+        GatherHead(step, k, r / kvh, r % kvh, k_head, s);
+        GatherHead(step, v, r / kvh, r % kvh, v_head, s);
+        const Q4ChannelRow& row = table[i];
+        const kernels::cuda::Q4CacheShape shape{1, 1, row.stride, d};
+        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, k_head, tokens, first_slot,
+                                                 f.rotate_keys, row.k_codes,
+                                                 reinterpret_cast<__half*>(row.k_params), s));
+        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, v_head, tokens, first_slot, false,
+                                                 row.v_codes,
+                                                 reinterpret_cast<__half*>(row.v_params), s));
+      }
+      return;
+    }
+    const int* start_d = Stage(start, 0, s);
+    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
+    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
+      const float* k_run = k + int64_t{run.b} * tokens * kvh * d;
+      const float* v_run = v + int64_t{run.b} * tokens * kvh * d;
+      int heads = kvh;
+      if (run.head >= 0) {
+        GatherHead(step, k, run.b, run.head, k_head, s);
+        GatherHead(step, v, run.b, run.head, v_head, s);
+        k_run = k_head;
+        v_run = v_head;
+        heads = 1;
+      }
+      Q4ChannelRow* t = table_d + run.index;
+      const int* st = start_d + run.b;
+      // Key groups first: they read the exact rows as they were before this write.
+      STRATA_CUDA_CHECK(cuda_ops::WriteKeyGroupsQ4Channel(run.batch, heads, d, f.sink, f.window, st,
+                                                          first_slot, tokens, k_run, t, s));
+      STRATA_CUDA_CHECK(cuda_ops::WriteExactRowsQ4Channel(run.batch, heads, d, f.sink, f.window,
+                                                          k_run, v_run, tokens, first_slot, st,
+                                                          /*rotate_keys=*/false, t, s));
+      STRATA_CUDA_CHECK(
+          cuda_ops::WriteValueRowsQ4Channel(run.batch, heads, d, v_run, tokens, first_slot, t, s));
+    }
+  }
+
+  void AttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
+                  std::span<const int> start, std::span<const KvQ4Row> rows, int row_begin,
+                  DeviceSpan out_span) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    CheckKvQ4Step(step, start, rows.size(), row_begin);
+    STRATA_CHECK(step.tokens == 1);
+    const KvQ4Format& f = step.format;
+    const int d = step.head_dim;
+    const int kvh = step.num_kv_heads;
+    const int group = step.num_heads / kvh;
+    const int64_t queries = int64_t{step.batch} * step.num_heads * d;
+    const float* q = Floats(q_span, queries);
+    float* out = Floats(out_span, queries);
+    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
+    const int* start_d = Stage(start, 0, s);
+    // Planned for this step's length (cache_len <= every row's stride, checked): each (sequence,
+    // KV head) reads its own row, so the rows' strides play no part.
+    if (!f.keys_by_channel) {
+      kernels::cuda::DecodeAttentionShape shape;
+      shape.batch = 1;
+      shape.num_heads = group;
+      shape.num_kv_heads = 1;
+      shape.head_dim = d;
+      shape.max_len = step.cache_len;
+      shape.cache_len = step.cache_len;
+      shape.scale = step.scale;
+      shape.keys_rotated = f.rotate_keys;
+      kernels::cuda::DecodeAttentionPlan plan;
+      STRATA_CUDA_CHECK(
+          cuda_ops::PlanDecodeAttention(shape, kernels::cuda::DecodeCacheKind::kQ4, &plan));
+      void* workspace = Workspace(plan.workspace_bytes);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int r = row_begin + static_cast<int>(i);
+        const int64_t at = (int64_t{r / kvh} * step.num_heads + (r % kvh) * group) * d;
+        const Q4ChannelRow& row = table[i];
+        STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionQ4(
+            shape, q + at, row.k_codes, reinterpret_cast<const __half*>(row.k_params), row.v_codes,
+            reinterpret_cast<const __half*>(row.v_params), start_d + r / kvh, plan, workspace,
+            out + at, s));
+      }
+      return;
+    }
+    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
+    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
+      const int heads = run.head >= 0 ? 1 : kvh;
+      kernels::cuda::Q4ChannelDecodeShape shape;
+      shape.batch = run.batch;
+      shape.num_heads = heads * group;
+      shape.num_kv_heads = heads;
+      shape.head_dim = d;
+      shape.max_len = step.cache_len;
+      shape.cache_len = step.cache_len;
+      shape.sink = f.sink;
+      shape.window = f.window;
+      shape.scale = step.scale;
+      kernels::cuda::Q4ChannelDecodePlan plan;
+      STRATA_CUDA_CHECK(cuda_ops::PlanDecodeAttentionQ4Channel(shape, &plan));
+      const int64_t at = (int64_t{run.b} * step.num_heads + std::max(run.head, 0) * group) * d;
+      STRATA_CUDA_CHECK(
+          cuda_ops::DecodeAttentionQ4Channel(shape, q + at, table_d + run.index, start_d + run.b,
+                                             plan, Workspace(plan.workspace_bytes), out + at, s));
+    }
+  }
+
+  void FitKeySmoothing(Stream& stream, const KvQ4Step& step, DeviceSpan k_new,
+                       std::span<const int> start, DeviceSpan mean, DeviceSpan scale) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    STRATA_CHECK(static_cast<int>(start.size()) == step.batch && step.tokens >= 0 &&
+                 step.cache_len >= step.tokens);
+    const int64_t n = SmoothingFloats(step);
+    STRATA_CUDA_CHECK(cuda_ops::FitKeySmoothing(
+        step.batch, step.num_kv_heads, step.head_dim, step.tokens, step.cache_len - step.tokens,
+        Stage(start, 0, s), Floats(k_new, StepKvFloats(step)), Floats(mean, n), Floats(scale, n),
+        s));
+  }
+
+  void SmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan mean,
+                  DeviceSpan scale) override {
+    const int64_t n = SmoothingFloats(step);
+    STRATA_CUDA_CHECK(cuda_ops::SmoothKeys(
+        step.batch, step.tokens, step.num_kv_heads, step.head_dim, Floats(mean, n),
+        Floats(scale, n), Floats(k_new, StepKvFloats(step)), CudaStreamOf(stream)));
+  }
+
+  void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q, DeviceSpan scale) override {
+    STRATA_CHECK(step.num_kv_heads > 0 && step.num_heads % step.num_kv_heads == 0);
+    STRATA_CUDA_CHECK(cuda_ops::ScaleQueries(
+        step.batch, step.num_heads, step.num_kv_heads, step.head_dim,
+        Floats(scale, SmoothingFloats(step)),
+        Floats(q, int64_t{step.batch} * step.num_heads * step.head_dim), CudaStreamOf(stream)));
+  }
+
  private:
+  // Floats of a step's smoothing mean or scale: [batch, num_kv_heads, head_dim].
+  static int64_t SmoothingFloats(const KvQ4Step& step) {
+    return int64_t{step.batch} * step.num_kv_heads * step.head_dim;
+  }
+
+  static std::vector<Q4ChannelRow> RowTable(const KvQ4Step& step, std::span<const KvQ4Row> rows) {
+    std::vector<Q4ChannelRow> table;
+    table.reserve(rows.size());
+    for (const KvQ4Row& row : rows) table.push_back(RowAddresses(step, row));
+    return table;
+  }
+
+  // Decode attention's workspace of `bytes` (null for none), grown as needed.
+  void* Workspace(size_t bytes) {
+    if (bytes == 0) return nullptr;
+    q4_workspace_.Reserve(bytes);
+    return q4_workspace_.get();
+  }
+
   void LookUp(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
               bool accumulate, DeviceSpan out) {
     const cudaStream_t s = CudaStreamOf(stream);
@@ -202,14 +494,14 @@ class CudaBackend final : public Backend {
   // (cuda_backend.h), whose copy returns once the source is staged: the caller's array may go as
   // soon as the op returns.
   template <typename T>
-  const T* Stage(std::span<const T> host, int slot, cudaStream_t s) {
+  T* Stage(std::span<const T> host, int slot, cudaStream_t s) {
     DeviceBuffer& buf = staging_[slot];
     buf.Reserve(host.size_bytes());
     if (!host.empty()) {
       STRATA_CUDA_CHECK(cudaMemcpyAsync(buf.get(), host.data(), host.size_bytes(),
                                         cudaMemcpyHostToDevice, s));
     }
-    return buf.as<const T>();
+    return buf.as<T>();
   }
 
   // The `n` elements of `t` widened to fp32 into `scratch`, on `s`.
@@ -237,6 +529,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer widened_matrix_;     // a Linear weight widened to fp32 (fp32_gemm)
   DeviceBuffer widened_vector_[2];  // vector weights (norm weights, biases) widened to fp32
   DeviceBuffer staging_[2];         // host arrays copied in, two an op
+  DeviceBuffer kv_head_rows_;       // one KV head's step keys and values, written alone
+  DeviceBuffer q4_workspace_;       // 4-bit decode attention's partial outputs
 };
 
 }  // namespace

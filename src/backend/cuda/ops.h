@@ -106,4 +106,13 @@ cudaError_t WriteValueRowsQ4Channel(int batch, int num_kv_heads, int head_dim,
                                     const float* v_rows, int tokens, int first_slot,
                                     Q4ChannelRow* rows, cudaStream_t stream);
 
+// Key smoothing of the 4-bit cache: kv_q4_smooth.cuh.
+cudaError_t FitKeySmoothing(int batch, int num_kv_heads, int head_dim, int tokens, int first_slot,
+                            const int* start, const float* k_rows, float* mean, float* scale,
+                            cudaStream_t stream);
+cudaError_t SmoothKeys(int batch, int tokens, int num_kv_heads, int head_dim, const float* mean,
+                       const float* scale, float* k_rows, cudaStream_t stream);
+cudaError_t ScaleQueries(int batch, int num_heads, int num_kv_heads, int head_dim,
+                         const float* scale, float* q, cudaStream_t stream);
+
 }  // namespace strata::cuda_ops
