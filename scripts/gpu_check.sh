@@ -41,7 +41,8 @@ fi
 [[ "$ARCH" =~ ^[0-9]+$ ]] || ARCH=90
 echo "== gpu_check: ${DEVICE:-no GPU visible to nvidia-smi}, sm_${ARCH}, build dir ${BUILD}"
 
-GPU_TARGETS=(cuda_kernels_test cuda_backend_test device_probes_test decode_attention_bench strata)
+GPU_TARGETS=(cuda_kernels_test cuda_backend_test cuda_kv_q4_backend_test cuda_memory_test)
+GPU_TARGETS+=(engine_cuda_test device_probes_test decode_attention_bench strata)
 GPU_TARGETS+=(prefill_bench)  # issue 30: prefill attention and fp16 GEMMs (block below)
 mkdir -p "$LOGS"
 if [[ $NO_BUILD -eq 1 ]]; then

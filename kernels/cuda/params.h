@@ -69,7 +69,7 @@ struct PrefillAttentionPlan {
   int warp_rows = 16;  // packed query rows per warp, 16 or 32 (32 only with 4 warps)
 };
 
-// One request's sampling settings for one step (strata::SamplingConfig plus the step index).
+// One request's sampling settings for one step (strata::SamplingSpec, src/backend/shapes.h).
 struct SamplingParams {
   float temperature = 1.0f;  // <= 0: greedy
   float top_p = 1.0f;        // nucleus mass kept, (0, 1]

@@ -1,5 +1,5 @@
 // Token sampling for a batch of rows of logits: greedy, temperature, top-k, top-p, with a seed per
-// request. CUDA twin of src/runtime/sampler.cc's SampleToken, with the same semantics step by
+// request. CUDA twin of kernels/cpu/sampling.cc's SampleToken, with the same semantics step by
 // step:
 //   greedy (temperature <= 0 or top_k == 1): argmax of the raw logits, lowest id on ties;
 //   otherwise keys = logits / temperature (fp32), ordered most likely first with ties by id;

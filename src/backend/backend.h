@@ -130,6 +130,20 @@ class Backend {
                           DeviceSpan scale) = 0;
   virtual void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q,
                             DeviceSpan scale) = 0;
+
+  // Sampling and scoring, over logits [rows, vocab] (fp32, rows = specs.size() or
+  // tokens.size()). The results are written to host memory when the stream reaches the op: the
+  // caller keeps `out` and reads it only after an event recorded after the op has completed.
+  // `specs` and `tokens` are read before the op returns.
+  //
+  // out[i] = a token id drawn from the first `limit` logits of row i as specs[i] says
+  // (SamplingSpec). REQUIRES: 1 <= limit <= vocab.
+  virtual void SampleTokens(Stream& stream, DeviceSpan logits, int vocab, int limit,
+                            std::span<const SamplingSpec> specs, std::span<int32_t> out) = 0;
+  // out[i] = log p(tokens[i]) under row i: its log-softmax over all `vocab` logits at tokens[i],
+  // the exponentials summed in fp64 from the largest logit. REQUIRES: 0 <= tokens[i] < vocab.
+  virtual void ScoreTokens(Stream& stream, DeviceSpan logits, int vocab,
+                           std::span<const int32_t> tokens, std::span<double> out) = 0;
 };
 
 }  // namespace strata

@@ -3,6 +3,8 @@
 // a kernel type.
 #pragma once
 
+#include <cstdint>
+
 namespace strata {
 
 // Causal attention of `new_tokens` query tokens per sequence over a contiguous cache:
@@ -50,6 +52,19 @@ struct KvQ4Step {
   int cache_len = 0;
   float scale = 1.0f;  // attention: applied to q·k, usually 1/sqrt(head_dim)
   KvQ4Format format;
+};
+
+// How a token is drawn from one row of logits: greedy (temperature <= 0 or top_k == 1: the
+// largest logit, lowest id on ties), else from softmax(logits / temperature) cut to the top_k
+// most likely (0 or -1: all) and then to the smallest prefix whose mass reaches top_p, by a
+// uniform draw that depends only on (seed, step), the index of the token being drawn, so that a
+// seeded request gives the same text whatever it is batched with (kernels/cpu/sampling.h).
+struct SamplingSpec {
+  float temperature = 1.0f;
+  float top_p = 1.0f;  // (0, 1]
+  int top_k = 0;
+  uint64_t seed = 0;
+  uint64_t step = 0;
 };
 
 // Rotary position embedding: the base frequency and the scaling a model's config asks for

@@ -50,13 +50,11 @@ Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layou
   return t;
 }
 
-DeviceSpan MemoryTiers::Device(const Extent& e) const {
-  STRATA_CHECK(e.tier == Tier::kGpu);
+DeviceSpan MemoryTiers::Device(const GpuExtent& e) const {
   return device_->Span(e.offset, e.bytes);
 }
 
-uint8_t* MemoryTiers::At(const Extent& e) const {
-  STRATA_CHECK(e.tier == Tier::kCpu);
+uint8_t* MemoryTiers::At(const CpuExtent& e) const {
   STRATA_CHECK(e.offset + e.bytes <= host_.size());
   return host_.data() + e.offset;
 }
@@ -116,8 +114,8 @@ Status MemoryTiers::WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8
   return WritePieces(*env_, scratch_->file(), pieces, ring, c.copies);
 }
 
-Status MemoryTiers::TransferExtent(IoOp op, const Extent& e, uint8_t* memory) const {
-  STRATA_CHECK(scratch_ != nullptr && e.tier == Tier::kDisk && e.offset % kDirectIoAlignment == 0);
+Status MemoryTiers::TransferExtent(IoOp op, const DiskExtent& e, uint8_t* memory) const {
+  STRATA_CHECK(scratch_ != nullptr && e.offset % kDirectIoAlignment == 0);
   const IoRequest request{op, scratch_->file(), e.offset, static_cast<size_t>(AlignUp(e.bytes)),
                           memory};
   IoEvent event;

@@ -51,10 +51,10 @@ class MemoryTiers {
                                                      Backend& device,
                                                      const std::string& weight_file = "");
 
-  // A GPU extent as a span of the device arena. REQUIRES: e.tier == kGpu; e lies within it.
-  DeviceSpan Device(const Extent& e) const;
-  // Host address of a CPU extent. REQUIRES: e.tier == kCpu; e lies within the host tier.
-  uint8_t* At(const Extent& e) const;
+  // A GPU extent as a span of the device arena. REQUIRES: e lies within it.
+  DeviceSpan Device(const GpuExtent& e) const;
+  // Host address of a CPU extent. REQUIRES: e lies within the host tier.
+  uint8_t* At(const CpuExtent& e) const;
   // An arena of `backend` over the host tier (Backend::HostArena), whose spans at a CPU extent's
   // offset are that extent: for a backend whose ops run on host memory (the CPU's), so that they
   // take host-tier buffers as spans. Null where `backend` cannot. REQUIRES: it dies before this.
@@ -80,9 +80,9 @@ class MemoryTiers {
   // pieces as in ReadDisk.
   Status WriteDisk(std::span<const DiskPiece> pieces, std::span<uint8_t> ring,
                    Stream* stream = nullptr) const;
-  // Reads or writes one 4 KiB-aligned extent straight from or to `memory` (4 KiB-aligned, at
-  // least the extent rounded up to 4 KiB).
-  Status TransferExtent(IoOp op, const Extent& e, uint8_t* memory) const;
+  // Reads or writes one 4 KiB-aligned extent of the scratch file straight from or to `memory`
+  // (4 KiB-aligned, at least the extent rounded up to 4 KiB).
+  Status TransferExtent(IoOp op, const DiskExtent& e, uint8_t* memory) const;
 
  private:
   MemoryTiers() = default;

@@ -38,38 +38,38 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
       const std::string name = "kv.block" + std::to_string(b) + ".mb" + std::to_string(k);
       TierExtents home;
       if (out.rows.gpu > 0) {
-        home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, name, row * out.rows.gpu,
-                                  kArenaAlignment);
+        home.gpu = layout.Reserve<Tier::kGpu>(MemoryUse::kKvCache, name, row * out.rows.gpu,
+                                              kArenaAlignment);
       }
       if (out.rows.cpu > 0) {
-        home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kKvCache, name, row * out.rows.cpu,
-                                  kArenaAlignment);
+        home.cpu = layout.Reserve<Tier::kCpu>(MemoryUse::kKvCache, name, row * out.rows.cpu,
+                                              kArenaAlignment);
       }
       if (out.rows.disk > 0) {
-        home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, name, row * out.rows.disk,
-                                   kDiskAlignment);
+        home.disk = layout.Reserve<Tier::kDisk>(MemoryUse::kKvCache, name, row * out.rows.disk,
+                                                kDiskAlignment);
       }
       out.slices.push_back(home);
     }
   }
   if (plan.compress_cache) {
-    out.prefill = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_prefill",
-                                 2 * static_cast<uint64_t>(c.num_kv_heads) * s.prompt_len *
-                                     c.head_dim * 4,
-                                 kArenaAlignment);
+    out.prefill = layout.Reserve<Tier::kGpu>(
+        MemoryUse::kWorkspace, "kv_prefill",
+        2 * static_cast<uint64_t>(c.num_kv_heads) * s.prompt_len * c.head_dim * 4, kArenaAlignment);
   }
   if (plan.smooth_keys()) {
-    out.smoothing = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_smoothing",
+    out.smoothing =
+        layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "kv_smoothing",
                                    2 * static_cast<uint64_t>(c.num_layers) * s.gpu_batch_size *
                                        s.num_micro_batches * c.num_kv_heads * c.head_dim * 4,
                                    kArenaAlignment);
   }
   if (plan.exact_tokens()) {
-    out.exact = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "kv_exact",
-                               2 * static_cast<uint64_t>(c.num_layers) * s.gpu_batch_size *
-                                   s.num_micro_batches * c.num_kv_heads *
-                                   (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
-                               kArenaAlignment);
+    out.exact = layout.Reserve<Tier::kGpu>(
+        MemoryUse::kWorkspace, "kv_exact",
+        2 * static_cast<uint64_t>(c.num_layers) * s.gpu_batch_size * s.num_micro_batches *
+            c.num_kv_heads * (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
+        kArenaAlignment);
   }
   if (out.rows.off_gpu() == 0) return;
   const bool delegate = plan.cpu_attention;
@@ -77,21 +77,21 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
   const uint64_t staged_row = static_cast<uint64_t>(out.staging_len) * out.format.slot_bytes();
   for (int i = 0; i < 2; ++i) {
     const std::string n = std::to_string(i);
-    out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kStaging, "kv_staging." + n,
-                                  staged_row * out.rows.off_gpu(), kArenaAlignment);
+    out.slots[i] = layout.Reserve<Tier::kGpu>(MemoryUse::kStaging, "kv_staging." + n,
+                                              staged_row * out.rows.off_gpu(), kArenaAlignment);
     if (!delegate) continue;
     out.cpu_workspace[i] =
-        layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
-                       2 * static_cast<uint64_t>(s.gpu_batch_size) *
-                           (c.num_heads + c.num_kv_heads) * c.head_dim * 4,
-                       kArenaAlignment);
+        layout.Reserve<Tier::kCpu>(MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
+                                   2 * static_cast<uint64_t>(s.gpu_batch_size) *
+                                       (c.num_heads + c.num_kv_heads) * c.head_dim * 4,
+                                   kArenaAlignment);
   }
   if (delegate && plan.exact_tokens()) {
-    out.exact_cpu = layout.Reserve(Tier::kCpu, MemoryUse::kWorkspace, "kv_exact_cpu",
-                                   2 * static_cast<uint64_t>(c.num_layers) *
-                                       s.num_micro_batches * out.rows.off_gpu() *
-                                       (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
-                                   kArenaAlignment);
+    out.exact_cpu = layout.Reserve<Tier::kCpu>(
+        MemoryUse::kWorkspace, "kv_exact_cpu",
+        2 * static_cast<uint64_t>(c.num_layers) * s.num_micro_batches * out.rows.off_gpu() *
+            (plan.cache_sink + plan.cache_window) * c.head_dim * 4,
+        kArenaAlignment);
   }
 }
 
@@ -105,9 +105,9 @@ void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockS
   const uint64_t bytes =
       static_cast<uint64_t>(s.max_len) * KvFormatOf(c.head_dim, plan).slot_bytes() * rows.disk;
   for (int i = 0; i < 2; ++i) {
-    out.cpu_slots[i] = layout.Reserve(Tier::kCpu, MemoryUse::kStaging,
-                                      "cpu_attention_cache." + std::to_string(i),
-                                      AlignUp4k(bytes), kDiskAlignment);
+    out.cpu_slots[i] =
+        layout.Reserve<Tier::kCpu>(MemoryUse::kStaging, "cpu_attention_cache." + std::to_string(i),
+                                   AlignUp4k(bytes), kDiskAlignment);
   }
 }
 
@@ -121,24 +121,24 @@ void PlaceActivations(const ModelConfig& c, const Plan& plan, const BlockShape& 
     const std::string name = "hidden.mb" + std::to_string(k);
     TierExtents home;
     if (out.rows.gpu > 0) {
-      home.gpu = layout.Reserve(Tier::kGpu, MemoryUse::kActivations, name, row * out.rows.gpu,
-                                kArenaAlignment);
+      home.gpu = layout.Reserve<Tier::kGpu>(MemoryUse::kActivations, name, row * out.rows.gpu,
+                                            kArenaAlignment);
     }
     if (out.rows.cpu > 0) {
-      home.cpu = layout.Reserve(Tier::kCpu, MemoryUse::kActivations, name, row * out.rows.cpu,
-                                kArenaAlignment);
+      home.cpu = layout.Reserve<Tier::kCpu>(MemoryUse::kActivations, name, row * out.rows.cpu,
+                                            kArenaAlignment);
     }
     if (out.rows.disk > 0) {
-      home.disk = layout.Reserve(Tier::kDisk, MemoryUse::kActivations, name, row * out.rows.disk,
-                                 kDiskAlignment);
+      home.disk = layout.Reserve<Tier::kDisk>(MemoryUse::kActivations, name, row * out.rows.disk,
+                                              kDiskAlignment);
     }
     out.homes.push_back(home);
   }
   if (out.rows.off_gpu() == 0) return;
   for (int i = 0; i < 2; ++i) {
-    out.slots[i] = layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace,
-                                  "activation_slot." + std::to_string(i), row * out.rows.rows,
-                                  kArenaAlignment);
+    out.slots[i] =
+        layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "activation_slot." + std::to_string(i),
+                                   row * out.rows.rows, kArenaAlignment);
   }
 }
 
@@ -221,8 +221,8 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   // 4 KiB-aligned CPU buffers go first, so that aligning them wastes nothing.
   if (largest_disk > 0) {
     // Sized as the accounting sizes it (policy/memory_accounting.h, DiskRingBytes).
-    p.disk_ring = p.layout.Reserve(
-        Tier::kCpu, MemoryUse::kStaging, "disk_ring",
+    p.disk_ring = p.layout.Reserve<Tier::kCpu>(
+        MemoryUse::kStaging, "disk_ring",
         static_cast<uint64_t>(DiskRingBytes(static_cast<int64_t>(largest_disk))), kDiskAlignment);
   }
   PlaceCpuAttentionSlots(c, plan, shape, p.layout, p.cache);
@@ -231,23 +231,25 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   PlaceActivations(c, plan, shape, p.layout, p.activations);
   if (p.weights.slot_bytes > 0) {
     for (int i = 0; i < 2; ++i) {
-      p.weight_slots[i] = p.layout.Reserve(Tier::kGpu, MemoryUse::kStaging,
-                                           "weight_slot." + std::to_string(i),
-                                           p.weights.slot_bytes, kArenaAlignment);
+      p.weight_slots[i] =
+          p.layout.Reserve<Tier::kGpu>(MemoryUse::kStaging, "weight_slot." + std::to_string(i),
+                                       p.weights.slot_bytes, kArenaAlignment);
     }
   }
   if (p.weights.expanded_bytes > 0) {
-    p.expanded_weights = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "expanded_weights",
-                                          p.weights.expanded_bytes, kArenaAlignment);
+    p.expanded_weights = p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "expanded_weights",
+                                                      p.weights.expanded_bytes, kArenaAlignment);
   }
   const uint64_t gbs = static_cast<uint64_t>(shape.gpu_batch_size);
-  p.transformer_workspace = p.layout.Reserve(
-      Tier::kGpu, MemoryUse::kWorkspace, "transformer_workspace",
+  p.transformer_workspace = p.layout.Reserve<Tier::kGpu>(
+      MemoryUse::kWorkspace, "transformer_workspace",
       TransformerWorkspaceBytes(c, int64_t{shape.gpu_batch_size} * shape.prompt_len),
       kArenaAlignment);
-  p.logits = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "logits",
-                              gbs * static_cast<uint64_t>(c.vocab_size) * 4, kArenaAlignment);
-  p.last_hidden = p.layout.Reserve(Tier::kGpu, MemoryUse::kWorkspace, "last_hidden",
+  p.logits =
+      p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "logits",
+                                   gbs * static_cast<uint64_t>(c.vocab_size) * 4, kArenaAlignment);
+  p.last_hidden =
+      p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "last_hidden",
                                    gbs * static_cast<uint64_t>(c.hidden_size) * 4, kArenaAlignment);
   return p;
 }

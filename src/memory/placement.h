@@ -44,7 +44,9 @@ struct BlockShape {
 
 // One unit's rows on each tier (a KV slice: its KvFormat planes in each extent).
 struct TierExtents {
-  Extent gpu, cpu, disk;
+  GpuExtent gpu;
+  CpuExtent cpu;
+  DiskExtent disk;
 };
 
 // How a K (or V) row stores a slot: in one part (fp32: head_dim * 4 bytes) or two (4 bits: the
@@ -81,22 +83,22 @@ struct CachePlacement {
   int staging_len = 0;        // slots per row in a cache slot: max_len, or prompt_len when only
                               // the prefill passes through it (CPU attention)
   std::vector<TierExtents> slices;  // [block * num_micro_batches + k]
-  Extent slots[2];            // GPU: the off-GPU rows of the slice computing, in its planes
-  Extent cpu_slots[2];        // CPU attention: the disk rows of a decode step, laid as on disk
-  Extent cpu_workspace[2];    // CPU attention: queries, outputs, then the step's keys and values
-                              // (fp32) of one micro-batch
-  Extent prefill;             // GPU, 4-bit cache: the prompt's fp32 keys and values of one
+  GpuExtent slots[2];         // GPU: the off-GPU rows of the slice computing, in its planes
+  CpuExtent cpu_slots[2];     // CPU attention: the disk rows of a decode step, laid as on disk
+  CpuExtent cpu_workspace[2];  // CPU attention: queries, outputs, then the step's keys and
+                               // values (fp32) of one micro-batch
+  GpuExtent prefill;          // GPU, 4-bit cache: the prompt's fp32 keys and values of one
                               // sequence, [kv_heads, prompt_len, head_dim] each, that the
                               // prefill attends to (one sequence at a time)
-  Extent smoothing;           // GPU, smoothed keys: per (layer, sequence of the block, KV head)
+  GpuExtent smoothing;        // GPU, smoothed keys: per (layer, sequence of the block, KV head)
                               // the fp32 channel means then scales, [layers, block, kv_heads,
                               // head_dim] each; fitted at the prefill and kept where the layers
                               // compute (never moved), so only the queries meet them
-  Extent exact;               // GPU, exact tokens (plan.exact_tokens()): kernels/cpu/
+  GpuExtent exact;            // GPU, exact tokens (plan.exact_tokens()): kernels/cpu/
                               // attention_q4.h's Q4ExactRows keys then values, [layers, block,
                               // kv_heads, sink + window, head_dim] each; written as tokens are
                               // and never moved, like the smoothing
-  Extent exact_cpu;           // CPU attention with exact tokens: the exact rows of each slice's
+  CpuExtent exact_cpu;        // CPU attention with exact tokens: the exact rows of each slice's
                               // off-GPU rows, [layers, micro-batches, off-GPU rows, sink +
                               // window, head_dim] keys then values, where the CPU attends them
 };
@@ -105,7 +107,7 @@ struct ActivationPlacement {
   TierRows rows;              // of one micro-batch
   int64_t row_bytes = 0;      // hidden_size * 4
   std::vector<TierExtents> homes;  // [k]; one extent per tier
-  Extent slots[2];            // GPU working buffers; bytes 0 when every row is on the GPU
+  GpuExtent slots[2];         // GPU working buffers; bytes 0 when every row is on the GPU
 };
 
 struct Placement {
@@ -115,13 +117,13 @@ struct Placement {
   WeightPlacement weights;
   CachePlacement cache;
   ActivationPlacement activations;
-  Extent weight_slots[2];     // GPU; bytes 0 when every weight is on the GPU
-  Extent expanded_weights;    // GPU: one scheduling layer's 4-bit weights in fp32 (bytes 0
-                              // without plan.compress_weight)
-  Extent transformer_workspace;  // GPU: the Transformer's buffers (TransformerWorkspaceBytes)
-  Extent logits;              // GPU: [gpu_batch_size, vocab] of the micro-batch computing
-  Extent last_hidden;         // GPU: [gpu_batch_size, hidden] rows the logits come from
-  Extent disk_ring;           // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
+  GpuExtent weight_slots[2];  // GPU; bytes 0 when every weight is on the GPU
+  GpuExtent expanded_weights;  // GPU: one scheduling layer's 4-bit weights in fp32 (bytes 0
+                               // without plan.compress_weight)
+  GpuExtent transformer_workspace;  // GPU: the Transformer's buffers (TransformerWorkspaceBytes)
+  GpuExtent logits;           // GPU: [gpu_batch_size, vocab] of the micro-batch computing
+  GpuExtent last_hidden;      // GPU: [gpu_batch_size, hidden] rows the logits come from
+  CpuExtent disk_ring;        // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
                               // moving lane; bytes 0 when nothing lives on disk
 };
 

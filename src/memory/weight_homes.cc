@@ -122,8 +122,8 @@ Status WriteRows(std::vector<PendingRows>& pending, const MemoryTiers& tiers) {
   STRATA_ASSIGN_OR_RETURN(AlignedBuffer window, AlignedBuffer::Allocate(kWindowBytes));
   uint64_t lo = 0, end = 0;  // file bytes [lo, end) are made in the window; empty when equal
   const auto flush = [&]() {
-    const Status s = tiers.TransferExtent(IoOp::kWrite, {Tier::kDisk, lo, end - lo},
-                                          window.data());
+    const Status s =
+        tiers.TransferExtent(IoOp::kWrite, DiskExtent{lo, end - lo}, window.data());
     lo = end;
     return s;
   };

@@ -159,16 +159,15 @@ bool PlaceInStore(const Model& model, PlacedTensor& t) {
     if (t.source.dtype != DType::kQ4) return false;
     const auto* planes = static_cast<const Q4Planes*>(t.source.data);
     const int64_t code_row = t.source.dim(1) / 2, param_row = t.row_bytes - code_row;
-    t.disk_home = {Tier::kDisk,
-                   static_cast<uint64_t>(model.StoreOffsetOf(planes->codes) + first * code_row),
+    t.disk_home = {static_cast<uint64_t>(model.StoreOffsetOf(planes->codes) + first * code_row),
                    static_cast<uint64_t>(t.disk_rows * code_row)};
     t.disk_store_params = {
-        Tier::kDisk, static_cast<uint64_t>(model.StoreOffsetOf(planes->params) + first * param_row),
+        static_cast<uint64_t>(model.StoreOffsetOf(planes->params) + first * param_row),
         static_cast<uint64_t>(t.disk_rows * param_row)};
   } else {
     const int64_t in_store = model.StoreOffsetOf(t.source.data);
     if (in_store < 0) return false;
-    t.disk_home = {Tier::kDisk, static_cast<uint64_t>(in_store + first * t.row_bytes),
+    t.disk_home = {static_cast<uint64_t>(in_store + first * t.row_bytes),
                    static_cast<uint64_t>(t.disk_rows * t.row_bytes)};
   }
   t.disk_in_store = true;
@@ -206,12 +205,14 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
       t.cpu_rows = p.cpu_rows;
       t.disk_rows = p.disk_rows;
       if (t.gpu_rows > 0) {
-        t.gpu_home = layout.Reserve(Tier::kGpu, MemoryUse::kWeights, prefix + t.name,
-                                    static_cast<uint64_t>(t.gpu_rows * t.row_bytes), kArenaAlignment);
+        t.gpu_home = layout.Reserve<Tier::kGpu>(MemoryUse::kWeights, prefix + t.name,
+                                                static_cast<uint64_t>(t.gpu_rows * t.row_bytes),
+                                                kArenaAlignment);
       }
       if (t.cpu_rows > 0) {
-        t.cpu_home = layout.Reserve(Tier::kCpu, MemoryUse::kWeights, prefix + t.name,
-                                    static_cast<uint64_t>(t.cpu_rows * t.row_bytes), kArenaAlignment);
+        t.cpu_home = layout.Reserve<Tier::kCpu>(MemoryUse::kWeights, prefix + t.name,
+                                                static_cast<uint64_t>(t.cpu_rows * t.row_bytes),
+                                                kArenaAlignment);
       }
       disk_bytes += t.disk_rows * t.row_bytes;
       AssignSlot(layer, t);
@@ -232,13 +233,13 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
     }
     if (disk_bytes > 0) {
       // The layer's disk rows back to back: one aligned extent, read in large requests.
-      const Extent disk = layout.Reserve(Tier::kDisk, MemoryUse::kWeights, prefix + "disk",
-                                         static_cast<uint64_t>(disk_bytes), kDiskAlignment);
+      const DiskExtent disk = layout.Reserve<Tier::kDisk>(
+          MemoryUse::kWeights, prefix + "disk", static_cast<uint64_t>(disk_bytes), kDiskAlignment);
       uint64_t offset = disk.offset;
       for (PlacedTensor& t : layer.tensors) {
         if (t.disk_in_store) continue;
         const uint64_t bytes = static_cast<uint64_t>(t.disk_rows * t.row_bytes);
-        if (bytes > 0) t.disk_home = {Tier::kDisk, offset, bytes};
+        if (bytes > 0) t.disk_home = {offset, bytes};
         offset += bytes;
       }
     }

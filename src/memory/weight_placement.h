@@ -33,13 +33,16 @@ struct PlacedTensor {
   int64_t gpu_rows = 0;      // rows [0, gpu_rows) on the GPU,
   int64_t cpu_rows = 0;      // the next cpu_rows in pinned CPU memory,
   int64_t disk_rows = 0;     // the rest on disk
-  Extent gpu_home, cpu_home, disk_home;  // bytes == rows * row_bytes (0 when no rows there)
+  // Each tier's rows: bytes == rows * row_bytes (0 when no rows there).
+  GpuExtent gpu_home;
+  CpuExtent cpu_home;
+  DiskExtent disk_home;
   // The disk rows are the store's own bytes (Model::StoreOffsetOf): disk_home is an extent of
   // WeightPlacement::weight_file, read in place, not of the scratch file (no 4 KiB alignment).
   // For a 4-bit tensor of a 4-bit store, disk_home is then the rows' codes and
   // disk_store_params their params, read back to back into the slot's disk chunk.
   bool disk_in_store = false;
-  Extent disk_store_params;
+  DiskExtent disk_store_params;
   int part = 0;              // a block's attention (0) or MLP (1) scheduling layer uses it
   int64_t slot_offset = -1;  // where it is assembled in a weight slot; -1: wholly on the GPU
   bool tied = false;         // the output layer's view of the input layer's token embedding

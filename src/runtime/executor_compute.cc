@@ -42,7 +42,7 @@ BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend&
                    int64_t{placement.shape.gpu_batch_size} * placement.shape.prompt_len),
       host_arena_(tiers.HostArena(cpu_backend)),
       cpu_stream_(cpu_backend.MakeStream()),
-      logits_ready_(device_backend.MakeEvent()),
+      output_ready_(device_backend.MakeEvent()),
       to_cpu_(device_backend.MakeEvent()),
       cpu_done_(cpu_backend.MakeEvent()) {
   STRATA_CHECK(host_arena_ != nullptr);
@@ -296,8 +296,7 @@ void BlockCompute::WriteRows(Stream& stream, int row_begin, int row_end, const S
   }
 }
 
-DeviceSpan BlockCompute::Host(const Extent& e) const {
-  STRATA_CHECK(e.tier == Tier::kCpu);
+DeviceSpan BlockCompute::Host(const CpuExtent& e) const {
   return host_arena_->Span(e.offset, e.bytes);
 }
 
@@ -381,7 +380,7 @@ void BlockCompute::Delegate(const Step& step, const StepInput& in,
   const uint64_t kv_begin = static_cast<uint64_t>(local) * head;
   const uint64_t kv_bytes = static_cast<uint64_t>(rows - local) * head;
   // The workspace: queries, outputs, keys and values, each sized for a whole micro-batch.
-  const Extent& workspace = p_.cache.cpu_workspace[step.micro_batch % 2];
+  const CpuExtent& workspace = p_.cache.cpu_workspace[step.micro_batch % 2];
   const uint64_t q_max = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads * head;
   const uint64_t kv_max =
       static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_kv_heads * head;
@@ -485,15 +484,12 @@ void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,
   }
 }
 
-void BlockCompute::LogitsOf(const Step& step, Stream& stream, int rows) {
+DeviceSpan BlockCompute::Logits(const Step& step, Stream& stream, int rows) {
   const ModelConfig& cfg = model_.config();
   const DeviceSpan last = FloatRows(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size);
   const DeviceSpan logits = FloatRows(tiers_.Device(p_.logits), rows, cfg.vocab_size);
   transformer_.Logits(stream, model_views_[std::max(step.weight_slot, 0)], last, rows, logits);
-  logits_.resize(static_cast<size_t>(rows) * cfg.vocab_size);
-  stream.CopyToHost({reinterpret_cast<uint8_t*>(logits_.data()), logits.bytes()}, logits);
-  stream.Record(*logits_ready_);
-  logits_ready_->HostWait();
+  return logits;
 }
 
 void BlockCompute::Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden) {
@@ -518,14 +514,34 @@ void BlockCompute::Output(const Step& step, BlockRun& run, Stream& stream, Devic
       for (int t = start; t < in.new_tokens; t += run.gpu_batch_size) {
         const int rows = std::min(run.gpu_batch_size, in.new_tokens - t);
         take(int64_t{b} * in.new_tokens + t, 0, rows);
-        LogitsOf(step, stream, rows);
-        run.sequences->AddPromptLogits(first + b, logits_.data(), rows, cfg.vocab_size);
+        const DeviceSpan logits = Logits(step, stream, rows);
+        prompt_logits_.resize(static_cast<size_t>(rows) * cfg.vocab_size);
+        stream.CopyToHost({reinterpret_cast<uint8_t*>(prompt_logits_.data()), logits.bytes()},
+                          logits);
+        stream.Record(*output_ready_);
+        output_ready_->HostWait();
+        run.sequences->AddPromptLogits(first + b, prompt_logits_.data(), rows, cfg.vocab_size);
       }
     }
   }
+  // The next token of each sequence: drawn (or, forced, scored) where the logits are, and only
+  // the ids come back.
   for (int b = 0; b < in.batch; ++b) take(int64_t{b} * in.new_tokens + in.new_tokens - 1, b, 1);
-  LogitsOf(step, stream, in.batch);
-  run.sequences->Sample(first, in.batch, logits_.data(), cfg.vocab_size, step.token);
+  const DeviceSpan logits = Logits(step, stream, in.batch);
+  run.sequences->Draws(first, in.batch, step.token, specs_, forced_);
+  sampled_.resize(static_cast<size_t>(in.batch));
+  device_.SampleTokens(stream, logits, cfg.vocab_size, run.sequences->decodable(cfg.vocab_size),
+                       specs_, sampled_);
+  const bool scored = std::any_of(forced_.begin(), forced_.end(), [](int32_t t) { return t >= 0; });
+  if (scored) {
+    for (int32_t& t : forced_) t = std::max(t, 0);  // rows drawn, not scored: any id will do
+    logprobs_.resize(static_cast<size_t>(in.batch));
+    device_.ScoreTokens(stream, logits, cfg.vocab_size, forced_, logprobs_);
+  }
+  stream.Record(*output_ready_);
+  output_ready_->HostWait();
+  run.sequences->Take(first, in.batch, step.token, sampled_.data(),
+                      scored ? logprobs_.data() : nullptr);
 }
 
 }  // namespace strata

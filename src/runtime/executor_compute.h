@@ -90,12 +90,13 @@ class BlockCompute {
   // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
   void PrefillOnFp32(const StepInput& in, Stream& stream,
                      const Transformer::AttentionBuffers& buf, AttentionShape shape);
-  // The output layer: the logits of each sequence's newest row, sampled (BlockSequences); at the
-  // prefill also those of every real prompt row of a sequence that asks for its prompt logits.
+  // The output layer: the logits of each sequence's newest row, a token drawn from each (or a
+  // forced one scored) on the device and the ids taken (BlockSequences); at the prefill also the
+  // logits of every real prompt row of a sequence that asks for its prompt logits, read back.
   void Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
-  // logits[rows, vocab] of `rows` rows of last_hidden, in logits_: computed on `stream` and read
-  // back, waited for.
-  void LogitsOf(const Step& step, Stream& stream, int rows);
+  // logits[rows, vocab] of `rows` rows of last_hidden, computed on `stream` into placement's
+  // logits.
+  DeviceSpan Logits(const Step& step, Stream& stream, int rows);
   // fp32 rows [row_begin, row_end) of rows_ take the step's keys and values, k_new and v_new
   // [batch * tokens, kv_heads * head_dim] in the rows' arena (the device's, or host_arena_ for
   // rows delegated to the CPU), in their slots of `in`'s new tokens: copies on `stream`.
@@ -105,7 +106,7 @@ class BlockCompute {
   // exact rows).
   void BuildRows(const Step& step, int block, int rows);
   // A host-tier extent as a span of host_arena_ (the CPU backend's view of the host tier).
-  DeviceSpan Host(const Extent& e) const;
+  DeviceSpan Host(const CpuExtent& e) const;
   // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
   // (all of them: -1); a 4-bit tensor's is its fp32 expansion.
   DeviceWeight View(const PlacedTensor& t, int slot, int64_t rows = -1) const;
@@ -124,10 +125,13 @@ class BlockCompute {
   Transformer transformer_;
   std::unique_ptr<DeviceArena> host_arena_;  // the host tier, for the CPU backend's ops
   std::unique_ptr<Stream> cpu_stream_;       // CPU attention's
-  std::unique_ptr<Event> logits_ready_, to_cpu_, cpu_done_;
+  std::unique_ptr<Event> output_ready_, to_cpu_, cpu_done_;
   std::vector<DeviceLayerWeights> block_views_[2];  // [slot][block]
   DeviceModelWeights model_views_[2];               // input and output tensors, [slot]
-  std::vector<float> logits_;  // LogitsOf's
+  std::vector<float> prompt_logits_;       // read back from the device
+  std::vector<SamplingSpec> specs_;        // the output layer's draws
+  std::vector<int32_t> forced_, sampled_;  //   and the ids
+  std::vector<double> logprobs_;
   std::vector<KvRow> rows_;
   std::vector<KvQ4Row> q4_rows_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds

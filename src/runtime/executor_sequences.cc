@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "src/core/check.h"
+
 namespace strata {
 
 struct BlockSequences::State {
@@ -37,20 +39,31 @@ BlockSequences::BlockSequences(const std::vector<GenerationRequest>& block,
 
 BlockSequences::~BlockSequences() = default;
 
-void BlockSequences::Sample(int first, int count, const float* logits, int vocab, int step) {
+void BlockSequences::Draws(int first, int count, int step, std::vector<SamplingSpec>& specs,
+                           std::vector<int32_t>& forced) const {
+  specs.resize(static_cast<size_t>(count));
+  forced.resize(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const GenerationRequest& req = block_[static_cast<size_t>(first + i)];
+    const SamplingConfig& c = req.sampling;
+    specs[i] = {c.temperature, c.top_p, c.top_k, c.seed, static_cast<uint64_t>(step)};
+    forced[i] = req.forced.empty() ? -1 : req.forced[static_cast<size_t>(step)];
+  }
+}
+
+void BlockSequences::Take(int first, int count, int step, const int32_t* sampled,
+                          const double* logprobs) {
   for (int i = 0; i < count; ++i) {
     const int seq = first + i;
     if (state_[static_cast<size_t>(seq)]->done) continue;
     const GenerationRequest& req = block_[static_cast<size_t>(seq)];
-    const float* row = logits + static_cast<size_t>(i) * vocab;
     if (!req.forced.empty()) {
-      const int32_t token = req.forced[static_cast<size_t>(step)];
-      results_[static_cast<size_t>(seq)].logprobs.push_back(LogProbability(row, vocab, token));
-      Push(seq, token);
+      STRATA_CHECK(logprobs != nullptr);
+      results_[static_cast<size_t>(seq)].logprobs.push_back(logprobs[i]);
+      Push(seq, req.forced[static_cast<size_t>(step)]);
       continue;
     }
-    Push(seq, SampleToken(row, std::min(vocab, decodable_), req.sampling,
-                          static_cast<uint64_t>(step), scratch_));
+    Push(seq, sampled[i]);
   }
 }
 

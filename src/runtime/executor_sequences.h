@@ -5,11 +5,13 @@
 // stops only after the last of them.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <utility>
 #include <vector>
 
+#include "src/backend/shapes.h"
 #include "src/runtime/generation.h"
 
 namespace strata {
@@ -25,12 +27,20 @@ class BlockSequences {
                  const std::vector<int32_t>& eog_ids);
   ~BlockSequences();
 
-  // Samples token number `step` (0 is the one the prefill predicts) of sequences
-  // [first, first + count) from logits[count, vocab] and applies the stop rules. Sequences that
-  // are done are left as they are. Only ids the tokenizer has are drawn: the rows a model's
-  // embedding is padded with beyond them (Qwen2.5: 152064 against its tokenizer's 151665) would
-  // decode to nothing.
-  void Sample(int first, int count, const float* logits, int vocab, int step);
+  // What token number `step` (0 is the one the prefill predicts) of sequences
+  // [first, first + count) needs, row i for sequence first + i: how to draw it (specs[i], from
+  // the request's SamplingConfig), or for a request with forced tokens the token to score
+  // (forced[i]; -1 for a request without). Only ids the tokenizer has may be drawn: the first
+  // decodable(vocab) of the model's `vocab` logits (the rows a model's embedding is padded with
+  // beyond them, Qwen2.5's 152064 against its tokenizer's 151665, would decode to nothing).
+  void Draws(int first, int count, int step, std::vector<SamplingSpec>& specs,
+             std::vector<int32_t>& forced) const;
+  int decodable(int vocab) const { return std::min(vocab, decodable_); }
+  // Takes token number `step` of sequences [first, first + count): sampled[i] as drawn, or for
+  // a forced request its forced token with log-probability logprobs[i] (logprobs may be null
+  // when no request of the range is forced), and applies the stop rules. Sequences that are done
+  // are left as they are.
+  void Take(int first, int count, int step, const int32_t* sampled, const double* logprobs);
   // Appends logits[rows, vocab] to sequence `seq`'s prompt logits
   // (GenerationRequest::prompt_logits), the prompt's positions in order.
   void AddPromptLogits(int seq, const float* logits, int rows, int vocab);
@@ -49,7 +59,6 @@ class BlockSequences {
   const std::vector<int32_t>& eog_ids_;
   std::vector<GenerationResult> results_;
   std::vector<std::unique_ptr<State>> state_;
-  std::vector<std::pair<float, int32_t>> scratch_;
   int decodable_;  // the tokenizer's vocab_size()
   int running_ = 0;
 };

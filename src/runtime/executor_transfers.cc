@@ -121,8 +121,8 @@ Status BlockTransfers::Disk(bool read, std::span<const DiskPiece> pieces, Stream
   return Status::Ok();
 }
 
-Status BlockTransfers::DiskExtent(bool read, const Extent& e, uint8_t* memory,
-                                  LaneRecord& record) const {
+Status BlockTransfers::TransferExtent(bool read, const DiskExtent& e, uint8_t* memory,
+                                      LaneRecord& record) const {
   const double t0 = record.NowUs();
   STRATA_RETURN_IF_ERROR(tiers_.TransferExtent(read ? IoOp::kRead : IoOp::kWrite, e, memory));
   record.AddTransfer(read ? Link::kDiskToCpu : Link::kCpuToDisk, t0, record.NowUs(), e.bytes);
@@ -230,7 +230,7 @@ Status BlockTransfers::LoadCache(int slice, int slot, int rows, int filled, Stre
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
   if (delegate_) {
     // Decode with CPU attention: the disk rows come to the CPU, where attention reads them.
-    return DiskExtent(true, home.disk, tiers_.At(c.cpu_slots[slot]), record);
+    return TransferExtent(true, home.disk, tiers_.At(c.cpu_slots[slot]), record);
   }
   Copies copy(stream, record);
   const KvFormat& f = c.format;

@@ -55,7 +55,9 @@ class BlockTransfers {
   // Reads weight rows in place from the strata store (PlacedTensor::disk_in_store).
   Status ReadStoreWeights(std::span<const DiskPiece> pieces, Stream& stream,
                           LaneRecord& record) const;
-  Status DiskExtent(bool read, const Extent& e, uint8_t* memory, LaneRecord& record) const;
+  // Reads or writes one scratch-file extent straight from or to `memory`, not through the ring.
+  Status TransferExtent(bool read, const DiskExtent& e, uint8_t* memory,
+                        LaneRecord& record) const;
   std::span<uint8_t> Ring(bool read) const;
 
   const Placement& p_;

@@ -6,10 +6,17 @@
 #include <vector>
 
 #include "src/model/model_config.h"
-#include "src/runtime/sampler.h"
 #include "src/tokenizer/tokenizer.h"
 
 namespace strata {
+
+// How a request's tokens are drawn (src/backend/shapes.h's SamplingSpec says how).
+struct SamplingConfig {
+  float temperature = 1.0f;  // 0: greedy (argmax, lowest id on ties)
+  float top_p = 1.0f;        // nucleus mass kept, (0, 1]
+  int top_k = 0;             // keep the k most likely; 0 or -1 disables
+  uint64_t seed = 0;
+};
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;     // token ids, BOS included when the model wants one

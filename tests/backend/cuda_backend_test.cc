@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/rope.h"
@@ -229,6 +230,58 @@ TEST_F(CudaBackendTest, RopeAndAttentionMatchCpu) {
     };
     const std::vector<float> want = attend(*cpu_, *host_, want_q);
     EXPECT_LT(NormalizedError(ToDouble(want), attend(*gpu_, *dev_, got_q)), 1e-5);
+  }
+}
+
+// Both ops on one stream over the same random logits: the CPU backend's token ids (the CUDA
+// sampler can differ only when a draw falls within a few ulp of a boundary, which random logits
+// do not hit) and its log-probabilities to 1e-9 relative. Sampling reads each row's first `limit`
+// logits, scoring the whole row.
+TEST_F(CudaBackendTest, SampleAndScoreTokensMatchCpu) {
+  std::mt19937_64 rng(TestSeed());
+  SCOPED_TRACE(TestSeed());
+  const int vocab = 1000;
+  auto spec = [&](float temperature, float top_p, int top_k) {
+    SamplingSpec s;
+    s.temperature = temperature;
+    s.top_p = top_p;
+    s.top_k = top_k;
+    s.seed = rng();
+    s.step = rng() % 4096;
+    return s;
+  };
+  // Greedy (by temperature and by top_k), temperature with top-k, top-p, and their mixes.
+  const std::vector<SamplingSpec> specs = {
+      spec(0.0f, 1.0f, 0), spec(0.8f, 1.0f, 40), spec(1.0f, 0.9f, 0), spec(0.8f, 0.9f, 40),
+      spec(1.0f, 1.0f, 1), spec(1.3f, 1.0f, -1), spec(0.7f, 0.5f, 0)};
+  const int rows = static_cast<int>(specs.size());
+  std::vector<float> logits = RandomNormals(rng, static_cast<size_t>(rows) * vocab, 3.0f);
+  // Row 0 is greedy and its largest logit lies past 990: drawn only when the limit takes it in.
+  logits[995] = 100.0f;
+  std::vector<int32_t> tokens(specs.size());
+  for (int32_t& t : tokens) t = static_cast<int32_t>(rng() % vocab);
+  tokens[1] = vocab - 1;  // past the limit: scoring reads the whole row
+  for (const int limit : {990, vocab}) {
+    SCOPED_TRACE(::testing::Message() << "limit " << limit);
+    auto sample_and_score = [&](Backend& backend, BackendWorkspace& ws) {
+      ws.Reset();
+      std::vector<int32_t> ids(specs.size(), -1);
+      std::vector<double> log_probs(specs.size(), NAN);
+      const DeviceSpan d_logits = ws.Floats(logits);
+      backend.SampleTokens(ws.stream(), d_logits, vocab, limit, specs, ids);
+      backend.ScoreTokens(ws.stream(), d_logits, vocab, tokens, log_probs);
+      ws.Finish();
+      return std::pair{std::move(ids), std::move(log_probs)};
+    };
+    const auto [want_ids, want_log_probs] = sample_and_score(*cpu_, *host_);
+    const auto [got_ids, got_log_probs] = sample_and_score(*gpu_, *dev_);
+    EXPECT_EQ(got_ids[0] == 995, limit == vocab);
+    for (int r = 0; r < rows; ++r) {
+      EXPECT_EQ(got_ids[r], want_ids[r]) << "row " << r;
+      EXPECT_TRUE(got_ids[r] >= 0 && got_ids[r] < limit) << "row " << r << ": " << got_ids[r];
+      EXPECT_NEAR(got_log_probs[r], want_log_probs[r], 1e-9 * std::abs(want_log_probs[r]))
+          << "row " << r;
+    }
   }
 }
 

@@ -85,17 +85,20 @@ class BackendWorkspace {
   std::vector<float> Read(DeviceSpan span) {
     std::vector<float> host(span.bytes() / sizeof(float));
     stream_->CopyToHost({reinterpret_cast<uint8_t*>(host.data()), span.bytes()}, span);
-    stream_->Record(*event_);
-    event_->HostWait();
+    Finish();
     return host;
   }
   // The bytes of `span`, likewise.
   std::vector<uint8_t> ReadBytes(DeviceSpan span) {
     std::vector<uint8_t> host(span.bytes());
     stream_->CopyToHost(host, span);
+    Finish();
+    return host;
+  }
+  // Waits for all the work given so far, ops that write host memory included.
+  void Finish() {
     stream_->Record(*event_);
     event_->HostWait();
-    return host;
   }
   // Spans are taken from the arena's start again. REQUIRES: no work given is pending (a Read
   // since).

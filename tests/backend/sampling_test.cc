@@ -1,10 +1,10 @@
-// The device sampler against src/runtime/sampler.cc's SampleToken on the same logits, seeds and
+// The device sampler against kernels/cpu/sampling.cc's SampleToken on the same logits, seeds and
 // steps: greedy, temperature, top-k, top-p and their mixes in one batch, with tied logits.
 #include <cstdint>
 #include <vector>
 
+#include "kernels/cpu/sampling.h"
 #include "src/backend/cuda/ops.h"
-#include "src/runtime/sampler.h"
 #include "tests/backend/gpu_test_util.h"
 
 namespace strata::testing {
@@ -15,7 +15,7 @@ class SamplingTest : public GpuTest {};
 TEST_F(SamplingTest, MatchesTheCpuSamplerRowByRow) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
-  const std::vector<SamplingConfig> configs = {
+  const std::vector<kernels::cpu::SamplingParams> configs = {
       {0.0f, 1.0f, 0, 1},   {1.0f, 1.0f, 1, 2},   {0.7f, 1.0f, 0, 3},  {1.0f, 1.0f, 50, 4},
       {1.0f, 0.9f, 0, 5},   {0.8f, 0.95f, 40, 6}, {1.3f, 0.5f, 0, 7},  {1.0f, 0.0001f, 0, 8},
       {2.0f, 1.0f, -1, 9},  {0.5f, 0.3f, 3, 10},
@@ -31,7 +31,7 @@ TEST_F(SamplingTest, MatchesTheCpuSamplerRowByRow) {
       std::vector<cuda_ops::SamplingParams> params(static_cast<size_t>(batch));
       std::vector<uint64_t> steps(static_cast<size_t>(batch));
       for (int r = 0; r < batch; ++r) {
-        const SamplingConfig& c = configs[static_cast<size_t>(r) % configs.size()];
+        const kernels::cpu::SamplingParams& c = configs[static_cast<size_t>(r) % configs.size()];
         params[r].temperature = c.temperature;
         params[r].top_p = c.top_p;
         params[r].top_k = c.top_k;
@@ -51,13 +51,13 @@ TEST_F(SamplingTest, MatchesTheCpuSamplerRowByRow) {
       const std::vector<int32_t> got = out.Download();
       std::vector<std::pair<float, int32_t>> scratch;
       for (int r = 0; r < batch; ++r) {
-        SamplingConfig c;
+        kernels::cpu::SamplingParams c;
         c.temperature = params[r].temperature;
         c.top_p = params[r].top_p;
         c.top_k = params[r].top_k;
         c.seed = params[r].seed;
-        const int32_t want = SampleToken(logits.data() + static_cast<size_t>(r) * vocab, vocab, c,
-                                         params[r].step, scratch);
+        const int32_t want = kernels::cpu::SampleToken(
+            logits.data() + static_cast<size_t>(r) * vocab, vocab, c, params[r].step, scratch);
         EXPECT_EQ(got[r], want) << "row " << r << " temperature " << c.temperature << " top_p "
                                 << c.top_p << " top_k " << c.top_k << " ties " << ties;
       }
@@ -83,9 +83,10 @@ TEST_F(SamplingTest, GreedyOnlyBatchesNeedNoWorkspace) {
   const std::vector<int32_t> got = out.Download();
   std::vector<std::pair<float, int32_t>> scratch;
   for (int r = 0; r < batch; ++r) {
-    SamplingConfig c;
+    kernels::cpu::SamplingParams c;
     c.temperature = 0.0f;
-    EXPECT_EQ(got[r], SampleToken(logits.data() + static_cast<size_t>(r) * vocab, vocab, c, 0, scratch));
+    EXPECT_EQ(got[r], kernels::cpu::SampleToken(logits.data() + static_cast<size_t>(r) * vocab,
+                                                vocab, c, 0, scratch));
   }
   EXPECT_EQ(got[0], 3);
 }

@@ -40,7 +40,7 @@ class ReadCountingEnv final : public io_testing::ForwardingEnv {
 TEST(MemoryTiersTest, TheDeviceTierIsTheDeviceBackendsArena) {
   TierLayout layout;
   layout.Reserve(Tier::kGpu, MemoryUse::kWeights, "first", 4096);
-  const Extent extent = layout.Reserve(Tier::kGpu, MemoryUse::kKvCache, "second", 1000);
+  const GpuExtent extent = layout.Reserve<Tier::kGpu>(MemoryUse::kKvCache, "second", 1000);
   auto backend = MakeCpuBackend();
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, {}, *backend);
   ASSERT_TRUE(tiers.ok()) << tiers.status().ToString();
@@ -54,7 +54,7 @@ TEST(MemoryTiersTest, TheDeviceTierIsTheDeviceBackendsArena) {
   // The whole arena read back: the bytes are where the extent says.
   const uint64_t capacity = (*tiers)->capacity_bytes(Tier::kGpu);
   std::vector<uint8_t> arena(capacity);
-  stream->CopyToHost(arena, (*tiers)->Device({Tier::kGpu, 0, capacity}));
+  stream->CopyToHost(arena, (*tiers)->Device(GpuExtent{0, capacity}));
   stream->Synchronize();
   EXPECT_EQ(std::memcmp(arena.data() + extent.offset, bytes.data(), bytes.size()), 0);
 }
@@ -74,8 +74,8 @@ TEST(MemoryTiersTest, ADeviceTierTheBackendCannotGiveIsAnError) {
 TEST(MemoryTiersTest, ReadsJoinPiecesUpTo64KiBApartAndKeepTheOthersApart) {
   constexpr uint64_t kExtentBytes = 1 << 20;
   TierLayout layout;
-  const Extent extent =
-      layout.Reserve(Tier::kDisk, MemoryUse::kKvCache, "cache", kExtentBytes, kDirectIoAlignment);
+  const DiskExtent extent =
+      layout.Reserve<Tier::kDisk>(MemoryUse::kKvCache, "cache", kExtentBytes, kDirectIoAlignment);
   std::atomic<int> reads{0};
   auto backend = MakeCpuBackend();
   MemoryTiersOptions o;

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <memory>
 
+#include "kernels/cpu/sampling.h"
 #include "src/core/check.h"
-#include "src/runtime/executor_sequences.h"
 
 namespace strata::reference {
 
@@ -22,6 +22,23 @@ void Generator::Forward(const StepInput& in, KvCache& cache) {
     transformer_.AttentionLayer(layer, in, cache, hidden_.data());
     transformer_.MlpLayer(layer, rows, hidden_.data());
   }
+}
+
+void Generator::Draw(BlockSequences& sequences, int batch, int vocab, int step) {
+  std::vector<SamplingSpec> specs;
+  std::vector<int32_t> forced, sampled(static_cast<size_t>(batch));
+  std::vector<double> logprobs(static_cast<size_t>(batch));
+  std::vector<std::pair<float, int32_t>> scratch;
+  sequences.Draws(0, batch, step, specs, forced);
+  for (int b = 0; b < batch; ++b) {
+    const float* row = logits_.data() + static_cast<size_t>(b) * vocab;
+    const SamplingSpec& r = specs[static_cast<size_t>(b)];
+    sampled[b] = kernels::cpu::SampleToken(row, sequences.decodable(vocab),
+                                           {r.temperature, r.top_p, r.top_k, r.seed}, r.step,
+                                           scratch);
+    if (forced[b] >= 0) logprobs[b] = kernels::cpu::LogProbability(row, vocab, forced[b]);
+  }
+  sequences.Take(0, batch, step, sampled.data(), logprobs.data());
 }
 
 std::vector<float> Generator::PromptLogits(const std::vector<int32_t>& prompt) {
@@ -94,7 +111,7 @@ std::vector<GenerationResult> Generator::Generate(const std::vector<GenerationRe
       std::copy_n(hidden_.data() + row * hidden, hidden, last_.data() + b * hidden);
     }
     transformer_.Logits(last_.data(), batch, logits_.data());
-    sequences.Sample(0, batch, logits_.data(), c.vocab_size, step);
+    Draw(sequences, batch, c.vocab_size, step);
     if (sequences.all_done()) break;
 
     // Decode: one new token per sequence (finished ones keep feeding their last token).

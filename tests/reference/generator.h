@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "src/runtime/executor_sequences.h"
 #include "src/runtime/generation.h"
 #include "src/tokenizer/tokenizer.h"
 #include "tests/reference/kv_cache.h"
@@ -45,6 +46,9 @@ class Generator {
  private:
   // Runs every layer over `in`, leaving hidden states in hidden_.
   void Forward(const StepInput& in, KvCache& cache);
+  // Token number `step` of each of the `batch` sequences from logits_ [batch, vocab]: drawn (or,
+  // forced, scored) with kernels/cpu/sampling.h, and taken.
+  void Draw(BlockSequences& sequences, int batch, int vocab, int step);
 
   Transformer& transformer_;
   const Tokenizer& tokenizer_;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/runtime/sample_on_cpu.h"
+
 namespace strata {
 namespace {
 
@@ -47,7 +49,9 @@ TEST(BlockSequencesTest, NeverDrawsAnIdTheTokenizerLacks) {
   logits[3] = 1.0f;   // the best letter, d
   logits[12] = 9.0f;  // padding, far ahead
   for (int i = vocab; i < 2 * vocab; ++i) logits[static_cast<size_t>(i)] = (i % vocab) / 16.0f;
-  for (int step = 0; step < 200; ++step) sequences.Sample(0, 2, logits.data(), vocab, step);
+  for (int step = 0; step < 200; ++step) {
+    SampleOnCpu(sequences, 0, 2, logits.data(), vocab, step);
+  }
   const std::vector<GenerationResult> results = sequences.TakeResults();
   EXPECT_EQ(results[0].tokens, std::vector<int32_t>(200, 3));
   EXPECT_EQ(results[0].text, std::string(200, 'd'));
@@ -78,7 +82,7 @@ TEST(BlockSequencesTest, ForcedTokensAreTakenAndScored) {
       logits[static_cast<size_t>(i)] = static_cast<float>((i * 7 + step * 3) % 11) - 4.5f;
     }
     logits[static_cast<size_t>(vocab + 9)] = step == 1 ? 50.0f : -50.0f;  // ends sequence 1
-    sequences.Sample(0, 2, logits.data(), vocab, step);
+    SampleOnCpu(sequences, 0, 2, logits.data(), vocab, step);
   }
   EXPECT_TRUE(sequences.all_done());
   const std::vector<GenerationResult> results = sequences.TakeResults();
@@ -143,7 +147,7 @@ GenerationResult Draw(const GenerationRequest& request, const std::vector<int32_
   for (int step = 0; !sequences.all_done(); ++step) {
     std::vector<float> logits(5, 0.0f);
     logits[static_cast<size_t>(ids.at(static_cast<size_t>(step)))] = 1.0f;
-    sequences.Sample(0, 1, logits.data(), 5, step);
+    SampleOnCpu(sequences, 0, 1, logits.data(), 5, step);
   }
   return sequences.TakeResults()[0];
 }

@@ -20,6 +20,7 @@
 #include "src/runtime/executor_transfers.h"
 #include "src/runtime/model_tokenizer.h"
 #include "src/runtime/q4_weights.h"
+#include "tests/runtime/sample_on_cpu.h"
 
 namespace strata {
 namespace {
@@ -55,7 +56,7 @@ TEST(InputRowsTest, PrefillReadsThePromptsAndDecodeTheNewestTokens) {
   auto pick = [&](std::vector<int32_t> ids, int step) {
     std::fill(logits.begin(), logits.end(), 0.0f);
     for (int s = 0; s < 3; ++s) logits[static_cast<size_t>(s * vocab + ids[s])] = 1.0f;
-    sequences.Sample(0, 3, logits.data(), vocab, step);
+    SampleOnCpu(sequences, 0, 3, logits.data(), vocab, step);
   };
   pick({20, 11, 20}, 0);
   const InputRows first = BlockInputRows(block, sequences, 4, 1, 2);

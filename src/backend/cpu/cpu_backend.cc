@@ -12,6 +12,7 @@
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
+#include "kernels/cpu/sampling.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/weight_q4.h"
 #include "src/backend/cpu/cpu_backend.h"
@@ -256,6 +257,32 @@ class CpuBackend final : public Backend {
   void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q,
                     DeviceSpan scale) override {
     CpuScaleQueries(stream, step, q, scale);
+  }
+
+  void SampleTokens(Stream& stream, DeviceSpan logits_span, int vocab, int limit,
+                    std::span<const SamplingSpec> specs, std::span<int32_t> out) override {
+    STRATA_CHECK(limit >= 1 && limit <= vocab && out.size() == specs.size());
+    const float* logits = CpuFloats(logits_span, static_cast<int64_t>(specs.size()) * vocab);
+    RunOnCpuStream(stream, [=, rows = std::vector<SamplingSpec>(specs.begin(), specs.end())] {
+      thread_local std::vector<std::pair<float, int32_t>> scratch;
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const SamplingSpec& r = rows[i];
+        out[i] = k::SampleToken(logits + i * static_cast<size_t>(vocab), limit,
+                                {r.temperature, r.top_p, r.top_k, r.seed}, r.step, scratch);
+      }
+    });
+  }
+
+  void ScoreTokens(Stream& stream, DeviceSpan logits_span, int vocab,
+                   std::span<const int32_t> tokens, std::span<double> out) override {
+    STRATA_CHECK(out.size() == tokens.size());
+    for (const int32_t t : tokens) STRATA_CHECK(t >= 0 && t < vocab);
+    const float* logits = CpuFloats(logits_span, static_cast<int64_t>(tokens.size()) * vocab);
+    RunOnCpuStream(stream, [=, ids = std::vector<int32_t>(tokens.begin(), tokens.end())] {
+      for (size_t i = 0; i < ids.size(); ++i) {
+        out[i] = k::LogProbability(logits + i * static_cast<size_t>(vocab), vocab, ids[i]);
+      }
+    });
   }
 
  private:

@@ -172,6 +172,9 @@ void GatherHead(const KvQ4Step& step, const float* rows, int b, int h, float* ds
                                       cudaMemcpyDeviceToDevice, s));
 }
 
+// Whether a row is drawn greedily (SamplingSpec): the sampler then needs no workspace for it.
+bool Greedy(const SamplingSpec& spec) { return spec.temperature <= 0.0f || spec.top_k == 1; }
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options)
@@ -459,6 +462,57 @@ class CudaBackend final : public Backend {
         Floats(q, int64_t{step.batch} * step.num_heads * step.head_dim), CudaStreamOf(stream)));
   }
 
+  void SampleTokens(Stream& stream, DeviceSpan logits_span, int vocab, int limit,
+                    std::span<const SamplingSpec> specs, std::span<int32_t> out) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    STRATA_CHECK(limit >= 1 && limit <= vocab && out.size() == specs.size());
+    const int rows = static_cast<int>(specs.size());
+    const float* logits = Floats(logits_span, int64_t{rows} * vocab);
+    std::vector<kernels::cuda::SamplingParams> params(specs.size());
+    bool any_sampling = false;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      const SamplingSpec& spec = specs[i];
+      params[i].temperature = spec.temperature;
+      params[i].top_p = spec.top_p;
+      params[i].top_k = spec.top_k;
+      params[i].seed = spec.seed;
+      params[i].step = spec.step;
+      any_sampling = any_sampling || !Greedy(spec);
+    }
+    if (limit < vocab && rows > 0) {
+      // The sampler takes contiguous rows: the first `limit` logits of each, packed.
+      const size_t row_bytes = sizeof(float) * static_cast<size_t>(limit);
+      limited_logits_.Reserve(row_bytes * specs.size());
+      STRATA_CUDA_CHECK(cudaMemcpy2DAsync(limited_logits_.get(), row_bytes, logits,
+                                          sizeof(float) * static_cast<size_t>(vocab), row_bytes,
+                                          specs.size(), cudaMemcpyDeviceToDevice, s));
+      logits = limited_logits_.as<float>();
+    }
+    if (any_sampling) {
+      size_t workspace_bytes = 0;
+      STRATA_CUDA_CHECK(cuda_ops::SampleTokensWorkspaceBytes(rows, limit, &workspace_bytes));
+      sampling_workspace_.Reserve(workspace_bytes);
+    }
+    results_.Reserve(out.size_bytes());
+    STRATA_CUDA_CHECK(cuda_ops::SampleTokens(
+        logits, rows, limit, Stage(std::span<const kernels::cuda::SamplingParams>(params), 0, s),
+        any_sampling, sampling_workspace_.get(), sampling_workspace_.bytes(),
+        results_.as<int32_t>(), s));
+    CopyResults(out, s);
+  }
+
+  void ScoreTokens(Stream& stream, DeviceSpan logits, int vocab, std::span<const int32_t> tokens,
+                   std::span<double> out) override {
+    const cudaStream_t s = CudaStreamOf(stream);
+    STRATA_CHECK(out.size() == tokens.size());
+    for (const int32_t t : tokens) STRATA_CHECK(t >= 0 && t < vocab);
+    const int rows = static_cast<int>(tokens.size());
+    results_.Reserve(out.size_bytes());
+    STRATA_CUDA_CHECK(cuda_ops::LogProbability(Floats(logits, int64_t{rows} * vocab), rows, vocab,
+                                               Stage(tokens, 0, s), results_.as<double>(), s));
+    CopyResults(out, s);
+  }
+
  private:
   // Floats of a step's smoothing mean or scale: [batch, num_kv_heads, head_dim].
   static int64_t SmoothingFloats(const KvQ4Step& step) {
@@ -504,6 +558,16 @@ class CudaBackend final : public Backend {
     return buf.as<T>();
   }
 
+  // The first out.size() elements of results_ copied to the caller's `out`, queued on `s`. Into
+  // pageable memory the copy returns only once the stream has reached it and it is done.
+  template <typename T>
+  void CopyResults(std::span<T> out, cudaStream_t s) {
+    if (!out.empty()) {
+      STRATA_CUDA_CHECK(
+          cudaMemcpyAsync(out.data(), results_.get(), out.size_bytes(), cudaMemcpyDeviceToHost, s));
+    }
+  }
+
   // The `n` elements of `t` widened to fp32 into `scratch`, on `s`.
   static const float* Widen(const DeviceTensor& t, int64_t n, DeviceBuffer& scratch,
                             cudaStream_t s) {
@@ -525,12 +589,15 @@ class CudaBackend final : public Backend {
   CublasHandle blas_;  // set to each Linear's stream
   // Scratch, grow-only for now (a later change moves it into the planned arena). Growing frees
   // the old buffer, which waits for the device, so no queued op still reads it.
-  DeviceBuffer rounded_x_;          // activations rounded to fp16/bf16 for a GEMM
-  DeviceBuffer widened_matrix_;     // a Linear weight widened to fp32 (fp32_gemm)
-  DeviceBuffer widened_vector_[2];  // vector weights (norm weights, biases) widened to fp32
-  DeviceBuffer staging_[2];         // host arrays copied in, two an op
-  DeviceBuffer kv_head_rows_;       // one KV head's step keys and values, written alone
-  DeviceBuffer q4_workspace_;       // 4-bit decode attention's partial outputs
+  DeviceBuffer rounded_x_;           // activations rounded to fp16/bf16 for a GEMM
+  DeviceBuffer widened_matrix_;      // a Linear weight widened to fp32 (fp32_gemm)
+  DeviceBuffer widened_vector_[2];   // vector weights (norm weights, biases) widened to fp32
+  DeviceBuffer staging_[2];          // host arrays copied in, two an op
+  DeviceBuffer kv_head_rows_;        // one KV head's step keys and values, written alone
+  DeviceBuffer q4_workspace_;        // 4-bit decode attention's partial outputs
+  DeviceBuffer limited_logits_;      // SampleTokens' rows cut to their first `limit` logits
+  DeviceBuffer sampling_workspace_;  // the sampler's sorting planes and CUB storage
+  DeviceBuffer results_;             // sampled ids or log-probabilities on their way to the host
 };
 
 }  // namespace

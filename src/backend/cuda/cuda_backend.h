@@ -10,6 +10,9 @@
 //     with Rope's inv_freq, copied to the device on the op's stream. REQUIRES: they are pageable
 //     memory (a pageable copy returns once its source is staged, so they may go when the op
 //     returns; memory pinned through PinHostMemory would be read later);
+//   - SampleTokens and ScoreTokens copy their results to the caller's `out` on the op's stream:
+//     into pinned memory the copy is queued, into pageable memory the op returns only once the
+//     stream has reached it and it is done;
 //   - the ops share the backend's scratch buffers and cuBLAS workspace. REQUIRES: ops given to
 //     different streams never run at the same time (the caller orders them with events).
 // The calling thread's current device must be `options.device` (MakeCudaBackend makes it so).

@@ -81,7 +81,9 @@ cudaError_t SampleTokensWorkspaceBytes(int batch, int vocab, size_t* bytes);
 cudaError_t SampleTokens(const float* logits, int batch, int vocab, const SamplingParams* params,
                          bool any_sampling, void* workspace, size_t workspace_bytes, int32_t* out,
                          cudaStream_t stream);
-
+// log_probability.cuh
+cudaError_t LogProbability(const float* logits, int rows, int vocab, const int32_t* tokens,
+                           double* out, cudaStream_t stream);
 
 // The default 4-bit cache (keys by channel, exact sink and window rows), through a table of rows:
 // attention_decode_q4c.cuh and kv_q4_channel.cuh.

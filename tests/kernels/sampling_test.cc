@@ -1,4 +1,4 @@
-#include "src/runtime/sampler.h"
+#include "kernels/cpu/sampling.h"
 
 #include <gtest/gtest.h>
 
@@ -6,13 +6,13 @@
 #include <map>
 #include <vector>
 
-namespace strata {
+namespace strata::kernels::cpu {
 namespace {
 
 TEST(SamplerTest, GreedyTakesFirstMaximum) {
   std::vector<std::pair<float, int32_t>> scratch;
   const std::vector<float> logits = {0.1f, 3.0f, -1.0f, 3.0f};
-  SamplingConfig greedy;
+  SamplingParams greedy;
   greedy.temperature = 0.0f;
   EXPECT_EQ(SampleToken(logits.data(), 4, greedy, 0, scratch), 1);
 }
@@ -21,7 +21,7 @@ TEST(SamplerTest, SameSeedAndStepSameToken) {
   std::vector<std::pair<float, int32_t>> scratch;
   std::vector<float> logits(100);
   for (int i = 0; i < 100; ++i) logits[i] = std::sin(i * 0.37f);
-  SamplingConfig c;
+  SamplingParams c;
   c.seed = 1234;
   for (uint64_t step = 0; step < 20; ++step) {
     EXPECT_EQ(SampleToken(logits.data(), 100, c, step, scratch),
@@ -33,7 +33,7 @@ TEST(SamplerTest, SameSeedAndStepSameToken) {
 TEST(SamplerTest, FrequenciesFollowSoftmax) {
   std::vector<std::pair<float, int32_t>> scratch;
   const std::vector<float> logits = {0.0f, std::log(2.0f), std::log(5.0f)};
-  SamplingConfig c;
+  SamplingParams c;
   c.seed = 7;
   std::map<int, int> counts;
   const int n = 40000;
@@ -46,9 +46,9 @@ TEST(SamplerTest, FrequenciesFollowSoftmax) {
 TEST(SamplerTest, TopKAndTopPRestrictTheSupport) {
   std::vector<std::pair<float, int32_t>> scratch;
   const std::vector<float> logits = {1.0f, 4.0f, 3.0f, 2.0f, 0.0f};
-  SamplingConfig k2;
+  SamplingParams k2;
   k2.top_k = 2;
-  SamplingConfig p;
+  SamplingParams p;
   p.top_p = 0.5f;  // token 1 alone holds ~64% of the mass
   for (int step = 0; step < 2000; ++step) {
     const int32_t a = SampleToken(logits.data(), 5, k2, step, scratch);
@@ -58,4 +58,4 @@ TEST(SamplerTest, TopKAndTopPRestrictTheSupport) {
 }
 
 }  // namespace
-}  // namespace strata
+}  // namespace strata::kernels::cpu

@@ -1,9 +1,9 @@
-#include "src/runtime/sampler.h"
+#include "kernels/cpu/sampling.h"
 
 #include <algorithm>
 #include <cmath>
 
-namespace strata {
+namespace strata::kernels::cpu {
 namespace {
 
 uint64_t SplitMix64(uint64_t x) {
@@ -28,18 +28,18 @@ double UniformDraw(uint64_t seed, uint64_t step) {
   return static_cast<double>(bits >> 11) * 0x1.0p-53;
 }
 
-int32_t SampleToken(const float* logits, int vocab, const SamplingConfig& config, uint64_t step,
+int32_t SampleToken(const float* logits, int vocab, const SamplingParams& params, uint64_t step,
                     std::vector<std::pair<float, int32_t>>& scratch) {
-  if (config.temperature <= 0.0f || config.top_k == 1) return Argmax(logits, vocab);
+  if (params.temperature <= 0.0f || params.top_k == 1) return Argmax(logits, vocab);
   scratch.resize(static_cast<size_t>(vocab));
-  for (int i = 0; i < vocab; ++i) scratch[i] = {logits[i] / config.temperature, i};
+  for (int i = 0; i < vocab; ++i) scratch[i] = {logits[i] / params.temperature, i};
   // Most likely first; ties broken by id so the order is fully determined.
   auto more_likely = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   };
   size_t keep = scratch.size();
-  if (config.top_k > 0 && static_cast<size_t>(config.top_k) < keep) {
-    keep = static_cast<size_t>(config.top_k);
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < keep) {
+    keep = static_cast<size_t>(params.top_k);
     std::partial_sort(scratch.begin(), scratch.begin() + keep, scratch.end(), more_likely);
   } else {
     std::sort(scratch.begin(), scratch.end(), more_likely);
@@ -51,13 +51,13 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingConfig& config
     probs[i] = std::exp(static_cast<double>(scratch[i].first) - max_logit);
     total += probs[i];
   }
-  if (config.top_p < 1.0f) {
+  if (params.top_p < 1.0f) {
     // Keep the smallest prefix whose mass reaches top_p (the crossing token included).
     double mass = 0.0;
     size_t cut = keep;
     for (size_t i = 0; i < keep; ++i) {
       mass += probs[i] / total;
-      if (mass >= config.top_p) {
+      if (mass >= params.top_p) {
         cut = i + 1;
         break;
       }
@@ -66,7 +66,7 @@ int32_t SampleToken(const float* logits, int vocab, const SamplingConfig& config
     total = 0.0;
     for (size_t i = 0; i < keep; ++i) total += probs[i];
   }
-  const double target = UniformDraw(config.seed, step) * total;
+  const double target = UniformDraw(params.seed, step) * total;
   double acc = 0.0;
   for (size_t i = 0; i < keep; ++i) {
     acc += probs[i];
@@ -82,4 +82,4 @@ double LogProbability(const float* logits, int vocab, int32_t token) {
   return logits[token] - (max + std::log(sum));
 }
 
-}  // namespace strata
+}  // namespace strata::kernels::cpu
