@@ -29,12 +29,17 @@ struct HostRow {
   int stride = 0;
 };
 
+// fp16 params of one key slot in the step's format.
+int KeyParamHalves(const KvQ4Step& step) {
+  return step.format.keys_by_channel ? KvQ4ChannelParamHalves(step.head_dim)
+                                     : KvQ4ParamHalves(step.head_dim);
+}
+
 // The rows by address, each checked to hold `stride` slots (and its exact rows, when the format
 // keeps exact tokens).
 std::vector<HostRow> Resolve(const KvQ4Step& step, std::span<const KvQ4Row> rows) {
   const int d = step.head_dim;
-  const int key_halves = step.format.keys_by_channel ? KvQ4ChannelParamHalves(d)
-                                                     : KvQ4ParamHalves(d);
+  const int key_halves = KeyParamHalves(step);
   const uint64_t exact_bytes =
       static_cast<uint64_t>(step.format.sink + step.format.window) * d * sizeof(float);
   std::vector<HostRow> out;
@@ -74,8 +79,7 @@ bool Follows(const std::vector<HostRow>& rows, size_t first, size_t i, const KvQ
   if (r.stride != r0.stride) return false;
   const int d = step.head_dim;
   const long n = static_cast<long>(i) * r0.stride;
-  const int key_halves = step.format.keys_by_channel ? KvQ4ChannelParamHalves(d)
-                                                     : KvQ4ParamHalves(d);
+  const int key_halves = KeyParamHalves(step);
   const long exact = static_cast<long>(i) * (step.format.sink + step.format.window) * d * 4;
   return LiesAt(r.k_codes, r0.k_codes, n * KvQ4CodeBytes(d)) &&
          LiesAt(r.v_codes, r0.v_codes, n * KvQ4CodeBytes(d)) &&
