@@ -44,6 +44,7 @@ echo "== gpu_check: ${DEVICE:-no GPU visible to nvidia-smi}, sm_${ARCH}, build d
 GPU_TARGETS=(cuda_kernels_test cuda_backend_test cuda_kv_q4_backend_test cuda_memory_test)
 GPU_TARGETS+=(engine_cuda_test device_probes_test decode_attention_bench strata)
 GPU_TARGETS+=(prefill_bench)  # issue 30: prefill attention and fp16 GEMMs (block below)
+GPU_TARGETS+=(cli_test)       # issue 28: --device cuda runs or is refused
 mkdir -p "$LOGS"
 if [[ $NO_BUILD -eq 1 ]]; then
   for t in "$BUILD/strata" "$BUILD/bench/cuda/decode_attention_bench" "$BUILD/CTestTestfile.cmake"; do
@@ -196,7 +197,38 @@ awk -v bench_rc="$PREFILL_RC" '
     if (missed > 0) { printf "prefill targets: %d missed -> FAIL\n", missed; exit 1 }
     print "prefill targets: all met -> PASS"
   }' "$LOGS/prefill_reference.log" "$LOGS/prefill_bench.log" || BENCH_VERDICT=1
-echo "logs: $LOGS (configure, build, ctest, bench)"
+# Issue 28: the engine on the GPU through the binary (scripts/gpu_engine_check.sh: strata run on
+# fixture models, placements, CPU attention, CUDA against CPU, device memory against the plan).
+bash scripts/gpu_engine_check.sh "$BUILD/strata" "$LOGS" cuda >"$LOGS/engine.log" 2>&1 || BENCH_VERDICT=1
+if "$BUILD/tests/cli/cli_test" --gtest_filter='DeviceCliTest.*' >"$LOGS/device_cli.log" 2>&1; then
+  echo "engine  DeviceCliTest: run, bench, perplexity, profile --device cuda; --gpu-memory   PASS" >>"$LOGS/engine.log"
+else
+  echo "engine  DeviceCliTest (see device_cli.log)                                            FAIL" >>"$LOGS/engine.log"
+  BENCH_VERDICT=1
+fi
+cat "$LOGS/engine.log"
+
+# FlexGen's benchmark shape on a 16 GiB device: OPT-30B, prompts of 512, 32 generated tokens, the
+# searched plan run in full; tokens/s beside FlexGen's 41.2 on the H200 (docs/ANCHORS.md), and
+# the host->device stream as a fraction of the profile's pinned rate. Given what is left of an
+# 8-minute budget.
+OPT_BUDGET=$((480 - SECONDS))
+((OPT_BUDGET < 60)) && OPT_BUDGET=60
+HW_FLAG=()
+[[ -f "$LOGS/hw.yaml" ]] && HW_FLAG=(--hardware "$LOGS/hw.yaml")
+OPT_RC=0
+timeout "$OPT_BUDGET" "$BUILD/strata" bench --model opt-30b --gpu-memory 16GiB --prompt-len 512 \
+  --gen-len 32 --max-block-size 256 --device cuda --offload-dir "$BUILD" ${HW_FLAG[@]+"${HW_FLAG[@]}"} \
+  >"$LOGS/opt30b.log" 2>&1 || OPT_RC=$?
+[[ -n "${OUT:-}" ]] && cp "$LOGS"/engine.log "$LOGS"/device_cli.log "$LOGS"/opt30b.log "$OUT"/ 2>/dev/null
+if [[ $OPT_RC -eq 0 ]]; then
+  echo "opt-30b 16GiB: $(grep -E '^total' "$LOGS/opt30b.log") (FlexGen: 41.2 on the H200)"
+  echo "opt-30b 16GiB: $(grep -E '^(plan|h2d|device mem)' "$LOGS/opt30b.log" | tr '\n' ' ')"
+else
+  echo "opt-30b 16GiB: bench exited with status $OPT_RC (124: over its ${OPT_BUDGET} s) -> FAIL; see opt30b.log"
+  BENCH_VERDICT=1
+fi
+echo "logs: $LOGS (configure, build, ctest, bench, engine, opt30b)"
 if [[ "$TEST_VERDICT" == PASS && $BENCH_VERDICT -eq 0 ]]; then
   echo "gpu_check: PASS"
   exit 0

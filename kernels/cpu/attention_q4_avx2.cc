@@ -167,29 +167,35 @@ STRATA_AVX2_INLINE void PrefetchAhead(const uint8_t* codes, const uint16_t* para
 
 // Keys by channel: the query of one key group, q' = q times the group's channel scales for every
 // head (qg, [heads, d]), and q·minimums per head (bias), from the group's params (scale of channel
-// c at 2c, minimum at 2c + 1). Then q'·n + bias is each of the group's scores.
-STRATA_AVX2 void ChannelQuery(const Work& w, const uint16_t* params, float* qg, float* bias) {
+// c at 2c, minimum at 2c + 1). Then q'·n + bias is each of the group's scores. The params are
+// widened once for all heads, into `widened` (scales, then minima; 2 · d floats).
+STRATA_AVX2 void ChannelQuery(const Work& w, const uint16_t* params, float* widened, float* qg,
+                              float* bias) {
   const int d = w.head_dim;
+  float* scales = widened;
+  float* minima = widened + d;
+  for (int c = 0; c < d; c += 8) {
+    // Channels c..c + 7 as {scale, minimum} pairs; even lanes are scales, odd ones minima.
+    const __m256 a =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c)));
+    const __m256 b =
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c + 8)));
+    // Within each 128-bit lane: a's pairs 0-1 (2-3) then b's; the permute restores c order.
+    const __m256 even = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m256 odd = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1));
+    _mm256_storeu_ps(scales + c, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(even),
+                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
+    _mm256_storeu_ps(minima + c, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(odd),
+                                                                        _MM_SHUFFLE(3, 1, 2, 0))));
+  }
   for (int h = 0; h < w.heads; ++h) {
     const float* q = w.q + h * d;
     float* out = qg + h * d;
     __m256 dot = _mm256_setzero_ps();
     for (int c = 0; c < d; c += 8) {
-      // Channels c..c + 7 as {scale, minimum} pairs; even lanes are scales, odd ones minima.
-      const __m256 a =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c)));
-      const __m256 b =
-          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(params + 2 * c + 8)));
-      // Within each 128-bit lane: a's pairs 0-1 (2-3) then b's; the permute restores c order.
-      const __m256 scale = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
-                                _MM_SHUFFLE(3, 1, 2, 0)));
-      const __m256 minimum = _mm256_castpd_ps(
-          _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
-                                _MM_SHUFFLE(3, 1, 2, 0)));
       const __m256 x = _mm256_loadu_ps(q + c);
-      _mm256_storeu_ps(out + c, _mm256_mul_ps(x, scale));
-      dot = _mm256_fmadd_ps(x, minimum, dot);
+      _mm256_storeu_ps(out + c, _mm256_mul_ps(x, _mm256_loadu_ps(scales + c)));
+      dot = _mm256_fmadd_ps(x, _mm256_loadu_ps(minima + c), dot);
     }
     bias[h] = Sum(dot);
   }
@@ -214,6 +220,7 @@ STRATA_AVX2 void ChannelScores(const Work& w, const Layout& l, __m256* part, flo
   const int d = w.head_dim, groups = d / 64, heads = w.heads;
   const int group_halves = Q4ChannelParamHalves(d);
   float* qg[2] = {w.scratch + l.chq, w.scratch + l.chq + heads * d};
+  float* widened = w.scratch + l.chq + 2 * heads * d;
   float* bias[2] = {w.scratch + l.chbias, w.scratch + l.chbias + (heads + 15) / 16 * 16};
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   int ready = -1;  // the last group whose query is in place
@@ -224,7 +231,7 @@ STRATA_AVX2 void ChannelScores(const Work& w, const Layout& l, __m256* part, flo
     while (ready < last) {
       ++ready;
       const uint16_t* p = w.k_params + (static_cast<long>(ready) * kC - w.key_phase) * group_halves;
-      ChannelQuery(w, p, qg[ready & 1], bias[ready & 1]);
+      ChannelQuery(w, p, widened, qg[ready & 1], bias[ready & 1]);
     }
     // The tile's first `in_first` tokens are in group `first`, the rest in the next.
     const int in_first = std::min(n, (first + 1) * kC - w.key_phase - t0);

@@ -5,7 +5,7 @@
 // One pass over the work item, 64 tokens (a step of four 16-token tiles) at a time, with an online
 // softmax: the step's key codes give its scores, the scores update the softmax state, and the
 // step's value codes are weighted by the probabilities, so scores never leave L1. Keys are dotted
-// with the query in exact integer arithmetic (VNNI, the query split into signed-byte digits, see
+// with the query in exact integer arithmetic (VNNI, the query split into byte digits, see
 // kQMax), and value codes are weighted the same way (the step's weights p · scale split into
 // digits, see kWMax): per group p·v' = scale·(p·n) + minimum·p, the codes never widened to floats.
 // Keys by channel (Work::key_phase) take the same loop: when a tile starts a new key group, the
@@ -121,9 +121,11 @@ STRATA_AVX512_INLINE void UnpackParams(const uint16_t* params, int n, int groups
 }
 
 // Keys are dotted with the query in integers (VNNI): per group the query q is stored as
-// q ≈ s · Q, |Q| <= kQMax, Q = a · 2^14 + b · 2^7 + c with signed-byte digits a in [-127, 127]
-// and b, c in [-64, 63], so q·n = s · Σ Q n is exact up to s/2 per element (2^-22 of the
-// group's largest |q|), and Σ Q n over a group of 64 codes n <= 15 stays below 2^31.
+// q ≈ s · Q, |Q| <= kQMax, Q = a · 2^16 + b · 2^8 + c with a signed-byte digit a and unsigned-byte
+// digits b and c: the three low bytes of Q's int32, taken as they are (no carries to fix up), so
+// q·n = s · Σ Q n is exact up to s/2 per element (2^-22 of the group's largest |q|), and Σ Q n
+// over a group of 64 codes n <= 15 stays below 2^31. vpdpbusd multiplies unsigned by signed
+// bytes: a is the signed operand against the codes, and for b and c the codes (< 16) are.
 constexpr int kQMax = 127 * 16384;
 
 // The 64-byte chunk of key codes at c as two vectors of one nibble per byte: `lo` holds the low
@@ -138,14 +140,15 @@ STRATA_AVX512_INLINE Nibbles64 SplitNibbles(const uint8_t* c) {
 }
 
 // Lanes 0-7 (8-15) of the result sum to Σ Q n over the chunk's first (second) group row; q holds
-// the digit vectors {a lo, a hi, b lo, b hi, c lo, c hi} laid out like the chunk.
+// the digit vectors {a lo, a hi, b lo, b hi, c lo, c hi} laid out like the chunk. The int32 adds
+// and shifts wrap, and the total they build is exact (kQMax).
 STRATA_AVX512_INLINE __m512i ChunkDot(const Nibbles64& n, const __m512i* q) {
   __m512i x = _mm512_dpbusd_epi32(_mm512_setzero_si512(), n.lo, q[0]);
   x = _mm512_dpbusd_epi32(x, n.hi, q[1]);
-  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 7), n.lo, q[2]);
-  x = _mm512_dpbusd_epi32(x, n.hi, q[3]);
-  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 7), n.lo, q[4]);
-  return _mm512_dpbusd_epi32(x, n.hi, q[5]);
+  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 8), q[2], n.lo);
+  x = _mm512_dpbusd_epi32(x, q[3], n.hi);
+  x = _mm512_dpbusd_epi32(_mm512_slli_epi32(x, 8), q[4], n.lo);
+  return _mm512_dpbusd_epi32(x, q[5], n.hi);
 }
 
 // Three levels of a transpose-and-add tree over 8 ChunkDot results v0..v7 (2 rows of 8 lanes
@@ -417,9 +420,13 @@ struct Pass {
   // key group *key_group (ChannelQuery), bias is q·minimums of that group per head, chq the
   // group's channel scales then minimums [2, head_dim]; tscale [kStepTiles, heads, groups] and
   // tbias [kStepTiles, heads] hold the qscale and bias of each tile of the step being scored.
+  // chmax, chdot and chinv are ChannelQuery's workspace (Layout::chred).
   int* key_group;
   float* chq;
   float* bias;
+  __m512* chmax;
+  __m512* chdot;
+  float* chinv;
   float* tscale;
   float* tbias;
   const __m512i* perm;   // [groups]: lane of its slot vector that token t of group g sits in
@@ -433,27 +440,22 @@ struct Pass {
   float* acc;            // [heads, head_dim]: output accumulators
 };
 
-// The digits a, b, c of 16 query elements x (Q = round(x) clamped to ±kQMax, Q = a · 2^14 +
-// b · 2^7 + c, each digit in [-64, 63] but a), as bytes in the low 16 of each result.
+// The digits a, b, c of 16 query elements x (Q = round(x) clamped to ±kQMax; a, b and c are
+// bytes 2, 1 and 0 of Q), as bytes in the low 16 of each result. Clamping before cvtps rounds (to
+// nearest even) gives the same Q as clamping after: the bounds are whole numbers.
 struct Digits16 {
   __m128i a, b, c;
 };
-// ((v + 64) & 127) - 64: the low signed 7-bit digit of each lane.
-STRATA_AVX512_INLINE __m512i Low7(__m512i v) {
-  const __m512i k64 = _mm512_set1_epi32(64);
-  return _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, k64), _mm512_set1_epi32(127)), k64);
-}
 STRATA_AVX512_INLINE Digits16 SplitDigits(__m512 x) {
   const __m512 most = _mm512_set1_ps(static_cast<float>(kQMax));
-  const __m512 rounded = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512i big = _mm512_cvtps_epi32(
-      _mm512_min_ps(_mm512_max_ps(rounded, _mm512_sub_ps(_mm512_setzero_ps(), most)), most));
-  const __m512i c = Low7(big);
-  const __m512i rest = _mm512_srai_epi32(_mm512_sub_epi32(big, c), 7);
-  const __m512i b = Low7(rest);
-  const __m512i a = _mm512_srai_epi32(_mm512_sub_epi32(rest, b), 7);
-  return {_mm512_cvtepi32_epi8(a), _mm512_cvtepi32_epi8(b), _mm512_cvtepi32_epi8(c)};
+      _mm512_min_ps(_mm512_max_ps(x, _mm512_sub_ps(_mm512_setzero_ps(), most)), most));
+  return {_mm512_cvtepi32_epi8(_mm512_srai_epi32(big, 16)),
+          _mm512_cvtepi32_epi8(_mm512_srli_epi32(big, 8)), _mm512_cvtepi32_epi8(big)};
 }
+
+// 1 / x broadcast, 0 for x = 0 (a group of zeros).
+STRATA_AVX512_INLINE __m512 Inverse(float x) { return _mm512_set1_ps(x > 0.0f ? 1.0f / x : 0.0f); }
 
 // Writes the digits and scales (TileKeyDots) of one head's query q for the `patterns` chunk
 // layouts.
@@ -474,7 +476,7 @@ STRATA_AVX512 void QueryDigits(const Pass& s, const float* q, __m512i* qd, float
         break;
       }
       const int g = (2 * p + row) % s.groups;
-      const __m512 inv = _mm512_set1_ps(qscale[g] > 0.0f ? 1.0f / qscale[g] : 0.0f);
+      const __m512 inv = Inverse(qscale[g]);
       for (int hi = 0; hi < 2; ++hi) {
         for (int i = 0; i < 32; i += 16) {
           const Digits16 x =
@@ -489,62 +491,82 @@ STRATA_AVX512 void QueryDigits(const Pass& s, const float* q, __m512i* qd, float
   }
 }
 
-// Byte order of PackLow: byte j (and 32 + j) of the result is the low byte of int32 lane j of x
-// (j < 16) or lane j - 16 of y.
+// Byte gathers of RowDigits: in index[k], byte j (and 32 + j) of the result is byte k of int32
+// lane j of x (j < 16) or of lane j - 16 of y.
 struct PackOrder {
-  alignas(64) uint8_t index[64];
+  alignas(64) uint8_t index[3][64];
 };
 
 constexpr PackOrder MakePackOrder() {
   PackOrder o{};
-  for (int j = 0; j < 64; ++j) {
-    const int i = j % 32;
-    o.index[j] = static_cast<uint8_t>(i < 16 ? 4 * i : 64 + 4 * (i - 16));
+  for (int k = 0; k < 3; ++k) {
+    for (int j = 0; j < 64; ++j) {
+      const int i = j % 32;
+      o.index[k][j] = static_cast<uint8_t>((i < 16 ? 4 * i : 64 + 4 * (i - 16)) + k);
+    }
   }
   return o;
 }
 
 constexpr PackOrder kPackOrder = MakePackOrder();
 
-// The low bytes of x's and then y's 16 int32 lanes, in both 32-byte halves.
-STRATA_AVX512_INLINE __m512i PackLow(__m512i x, __m512i y, __m512i order) {
-  return _mm512_permutex2var_epi8(x, order, y);
-}
-
 // Keys by channel: one group row's digit vectors {a lo, a hi, b lo, b hi, c lo, c hi}
 // (QueryDigits' layout, the row's 32 bytes in both halves) of its 64 elements x · inv, built in
-// registers. With u = Q + 64 · 2^7 + 64, c + 64 = u & 127, b + 64 = (u >> 7) & 127 and a = u >> 14,
-// so the low bytes of u, u >> 7 and u >> 14 hold a and the offset b and c; the caller masks those
-// two with 127 and subtracts 64 (bytes, once per vector). Clamping before cvtps rounds (to
-// nearest even, as roundscale would) gives the same Q: the bounds are whole numbers.
-STRATA_AVX512_INLINE void RowDigits(const __m512 (&x)[4], __m512 inv, __m512i order, __m512i* out) {
-  const __m512 most = _mm512_set1_ps(static_cast<float>(kQMax));
-  const __m512 least = _mm512_sub_ps(_mm512_setzero_ps(), most);
-  const __m512i offset = _mm512_set1_epi32(64 * 128 + 64);
+// registers: Q = round(x · inv) (cvtps, to nearest even), whose bytes 2, 1 and 0 one VBMI
+// permutation (order[k] = kPackOrder.index[k]) gathers 32 lanes at a time. No clamp: |x| is at
+// most kQMax · qscale, so |Q| stays within kQMax + 1 while qscale is a normal float, far inside
+// the ±2^23 whose bytes are the digits; a subnormal qscale may give wrong digits, but scores of
+// qscale · Σ Q n below 2^-95.
+STRATA_AVX512_INLINE void RowDigits(const __m512 (&x)[4], __m512 inv, const __m512i (&order)[3],
+                                    __m512i* out) {
   for (int hi = 0; hi < 2; ++hi) {
-    __m512i a[2], b[2], c[2];
-    for (int j = 0; j < 2; ++j) {
-      const __m512 y = _mm512_mul_ps(x[2 * hi + j], inv);
-      const __m512i big = _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(y, least), most));
-      c[j] = _mm512_add_epi32(big, offset);
-      b[j] = _mm512_srli_epi32(c[j], 7);
-      a[j] = _mm512_srli_epi32(c[j], 14);
-    }
-    out[hi] = PackLow(a[0], a[1], order);
-    out[2 + hi] = PackLow(b[0], b[1], order);
-    out[4 + hi] = PackLow(c[0], c[1], order);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(x[2 * hi], inv));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(x[2 * hi + 1], inv));
+    for (int k = 0; k < 3; ++k) out[2 * k + hi] = _mm512_permutex2var_epi8(q0, order[2 - k], q1);
   }
 }
 
-// 1 / x broadcast, 0 for x = 0 (a group of zeros).
-STRATA_AVX512_INLINE __m512 Inverse(float x) { return _mm512_set1_ps(x > 0.0f ? 1.0f / x : 0.0f); }
+// Lane i of the result is the maximum (kMax) or the sum of the 16 lanes of v[i], for i < n <= 16,
+// and 0 past n: one transpose-and-reduce tree for up to 16 vectors (the lanes' order as in
+// TileKeyDots' tree), about 3 instructions a vector where a reduction of its own takes 8.
+template <bool kMax>
+STRATA_AVX512_INLINE __m512 Fold(__m512 a, __m512 b) {
+  if constexpr (kMax) return _mm512_max_ps(a, b);
+  return _mm512_add_ps(a, b);
+}
+template <bool kMax>
+STRATA_AVX512_INLINE __m512 Across(const __m512* v, int n) {
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 u[8], w[4], x[2];
+  for (int i = 0; i < 8; ++i) {  // per 128-bit block: v[2i], v[2i + 1], v[2i], v[2i + 1]
+    const __m512 a = 2 * i < n ? v[2 * i] : zero, b = 2 * i + 1 < n ? v[2 * i + 1] : zero;
+    u[i] = 2 * i < n ? Fold<kMax>(_mm512_unpacklo_ps(a, b), _mm512_unpackhi_ps(a, b)) : zero;
+  }
+  for (int j = 0; j < 4; ++j) {  // per block: v[4j] .. v[4j + 3]
+    const __m512d a = _mm512_castps_pd(u[2 * j]), b = _mm512_castps_pd(u[2 * j + 1]);
+    w[j] = 4 * j < n ? Fold<kMax>(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                                  _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)))
+                     : zero;
+  }
+  for (int k = 0; k < 2; ++k) {  // blocks: halves of w[2k], then of w[2k + 1]
+    x[k] = 8 * k < n
+               ? Fold<kMax>(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)))
+               : zero;
+  }
+  return Fold<kMax>(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                    _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
 
 // Keys by channel: the query of one key group from its params (scale of channel c at 2c, minimum
-// at 2c + 1). The params are widened once for all heads (into s.chq); per head, the digits and
-// scales of q' = q times the channel scales go to s.qd and s.qscale, and q·minimums to s.bias,
-// in one pass over q (q' stays in registers). Then q'·n + bias is each of the group's scores.
+// at 2c + 1): the digits and scales of q' = q times the channel scales to s.qd and s.qscale, and
+// q·minimums to s.bias, for every head; then q'·n + bias is each of the group's scores. The params
+// are widened once for all heads (into s.chq). A first pass over the heads leaves per head and
+// group a vector of |q'| maxima and per head one of q·minimums; these are reduced 16 heads at a
+// time (Across), and the digit scales and their inverses computed 16 at a time, instead of two
+// horizontal reductions and two divisions per head; a second pass builds the digits (RowDigits).
 STRATA_AVX512 void ChannelQuery(const Pass& s, const uint16_t* params) {
-  const int d = s.d, groups = s.groups;
+  const int d = s.d, groups = s.groups, heads = s.heads, units = heads * groups;
   float* scale = s.chq;
   float* minimum = s.chq + d;
   const __m512i one = _mm512_load_si512(kParamOrder.one);  // 16 channels' scales, then minima
@@ -553,40 +575,59 @@ STRATA_AVX512 void ChannelQuery(const Pass& s, const uint16_t* params) {
     _mm512_storeu_ps(scale + c, _mm512_cvtph_ps(_mm512_castsi512_si256(halves)));
     _mm512_storeu_ps(minimum + c, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(halves, 1)));
   }
-  const __m512i order = _mm512_load_si512(kPackOrder.index);
-  const __m512i low7 = _mm512_set1_epi8(127), k64 = _mm512_set1_epi8(64);
   const __m512 sign = _mm512_set1_ps(-0.0f);
+  for (int h = 0; h < heads; ++h) {
+    const float* q = s.w->q + static_cast<long>(h) * d;
+    __m512 dot = _mm512_setzero_ps();
+    for (int g = 0; g < groups; ++g) {
+      __m512 m = _mm512_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        const int c = 64 * g + 16 * i;
+        const __m512 qc = _mm512_loadu_ps(q + c);
+        m = _mm512_max_ps(m, _mm512_andnot_ps(sign, _mm512_mul_ps(qc, _mm512_loadu_ps(scale + c))));
+        dot = _mm512_fmadd_ps(qc, _mm512_loadu_ps(minimum + c), dot);
+      }
+      s.chmax[h * groups + g] = m;
+    }
+    s.chdot[h] = dot;
+  }
+  // qscale, chinv and bias hold whole vectors (Layout: rounded up to 16).
+  for (int i = 0; i < units; i += 16) {
+    const __m512 qscale = _mm512_div_ps(Across<true>(s.chmax + i, std::min(16, units - i)),
+                                        _mm512_set1_ps(static_cast<float>(kQMax)));
+    _mm512_storeu_ps(s.qscale + i, qscale);
+    // 1 / qscale, 0 for a group of zeros, at most FLT_MAX (RowDigits).
+    const __mmask16 some = _mm512_cmp_ps_mask(qscale, _mm512_setzero_ps(), _CMP_GT_OQ);
+    _mm512_storeu_ps(s.chinv + i,
+                     _mm512_maskz_min_ps(some, _mm512_div_ps(_mm512_set1_ps(1.0f), qscale),
+                                         _mm512_set1_ps(FLT_MAX)));
+  }
+  for (int h = 0; h < heads; h += 16) {
+    _mm512_storeu_ps(s.bias + h, Across<false>(s.chdot + h, std::min(16, heads - h)));
+  }
+  const __m512i order[3] = {_mm512_load_si512(kPackOrder.index[0]),
+                            _mm512_load_si512(kPackOrder.index[1]),
+                            _mm512_load_si512(kPackOrder.index[2])};
   const __mmask64 upper = 0xFFFFFFFF00000000ull;
   const int rows = groups == 1 ? 1 : 2;  // at head_dim 64 both rows of a chunk are group 0's
-  for (int h = 0; h < s.heads; ++h) {
+  for (int h = 0; h < heads; ++h) {
     const float* q = s.w->q + static_cast<long>(h) * d;
-    float* qscale = s.qscale + h * groups;
     __m512i* qd = s.qd + h * 6 * s.patterns;
-    __m512 dot = _mm512_setzero_ps();
     for (int p = 0; p < s.patterns; ++p) {
       __m512i row[2][6];
       for (int r = 0; r < rows; ++r) {
-        // Rows visit the groups in order, the first `groups` visits each group once (odd group
-        // counts visit each twice): those add to q·minimums, in channel order.
-        const int visit = 2 * p + r, g = visit % groups;
-        __m512 x[4], m = _mm512_setzero_ps();
+        const int g = (2 * p + r) % groups;
+        __m512 x[4];
         for (int i = 0; i < 4; ++i) {
           const int c = 64 * g + 16 * i;
-          const __m512 qc = _mm512_loadu_ps(q + c);
-          x[i] = _mm512_mul_ps(qc, _mm512_loadu_ps(scale + c));
-          m = _mm512_max_ps(m, _mm512_andnot_ps(sign, x[i]));
-          if (visit < groups) dot = _mm512_fmadd_ps(qc, _mm512_loadu_ps(minimum + c), dot);
+          x[i] = _mm512_mul_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(scale + c));
         }
-        qscale[g] = _mm512_reduce_max_ps(m) / static_cast<float>(kQMax);
-        RowDigits(x, Inverse(qscale[g]), order, row[r]);
+        RowDigits(x, _mm512_set1_ps(s.chinv[h * groups + g]), order, row[r]);
       }
       for (int k = 0; k < 6; ++k) {
-        __m512i v = rows == 1 ? row[0][k] : _mm512_mask_blend_epi8(upper, row[0][k], row[1][k]);
-        if (k >= 2) v = _mm512_sub_epi8(_mm512_and_si512(v, low7), k64);
-        qd[6 * p + k] = v;
+        qd[6 * p + k] = rows == 1 ? row[0][k] : _mm512_mask_blend_epi8(upper, row[0][k], row[1][k]);
       }
     }
-    s.bias[h] = _mm512_reduce_add_ps(dot);
   }
 }
 
@@ -807,6 +848,9 @@ STRATA_AVX512 void AttendAvx512(const Work& w) {
   s.bias = w.scratch + l.chbias;
   s.tscale = w.scratch + l.chtile;
   s.tbias = s.tscale + kStepTiles * heads * groups;
+  s.chmax = reinterpret_cast<__m512*>(w.scratch + l.chred);
+  s.chdot = s.chmax + heads * groups;
+  s.chinv = reinterpret_cast<float*>(s.chdot + heads);
   alignas(64) uint8_t gather[2][64];  // lane i, byte r: byte 16 j + i of row r (QuadCodes)
   for (int j = 0; j < 2; ++j) {
     for (int i = 0; i < 16; ++i) {

@@ -62,11 +62,15 @@ struct Layout {
   size_t quads;    // kStep / 4 x 4 vectors: one group's value codes of a step, four tokens a lane
   size_t vtail;    // 4 rows of one group's value codes: a partial last quad, zero-padded
   size_t chq;      // keys by channel (AVX2): [2, heads, head_dim], q times the channel scales of
-                   // the key groups of even and odd index (AVX-512: [2, head_dim], one key
-                   // group's channel scales, then its minimums)
+                   // the key groups of even and odd index, then [2, head_dim], the latest key
+                   // group's channel scales, then its minimums (AVX-512: only [2, head_dim], a
+                   // key group's channel scales, then its minimums)
   size_t chbias;   // keys by channel (AVX2): [2, heads rounded up to 16], q·minimums of those
   size_t chtile;   // keys by channel (AVX-512): per tile of a step, [heads, groups] digit scales,
                    // then [heads] q·minimums
+  size_t chred;    // keys by channel (AVX-512): [heads, groups] vectors of lane-wise largest |q'|,
+                   // [heads] vectors of lane-wise q·minimums, then [heads, groups] (rounded up
+                   // to 16) inverse digit scales
   size_t total;
   int stride;  // len rounded up to whole tiles
 };
@@ -90,9 +94,10 @@ constexpr Layout ScratchLayout(int heads, int head_dim, int len) {
   l.quads = l.tail + g * kTile * 32 / 4;
   l.vtail = l.quads + kStep / 4 * 4 * 16;
   l.chq = l.vtail + 4 * 32 / 4;
-  l.chbias = l.chq + 2 * h * g * 64;
+  l.chbias = l.chq + 2 * (h + 1) * g * 64;
   l.chtile = l.chbias + 2 * ((h + 15) / 16 * 16);
-  l.total = l.chtile + (kStepTiles * h * (g + 1) + 15) / 16 * 16;
+  l.chred = l.chtile + (kStepTiles * h * (g + 1) + 15) / 16 * 16;
+  l.total = l.chred + h * g * 16 + h * 16 + (h * g + 15) / 16 * 16;
   return l;
 }
 

@@ -7,9 +7,9 @@
 //   the smallest prefix whose normalised mass reaches top_p (the crossing token included);
 //   draw u = UniformDraw(seed, step) (SplitMix64, bit-identical to the CPU) and return the first
 //   kept token whose running mass exceeds u · kept mass (the last kept one if rounding leaves none).
-// The order comes from a stable segmented radix sort (CUB) of (key, id) pairs; the sums run as
-// block-wide fp64 scans instead of a sequential loop, so a draw can differ from the CPU only when u
-// falls within a few ulp of a boundary between two tokens.
+// The order comes from a stable segmented radix sort (CUB, SortPolicy below) of (key, id) pairs;
+// the sums run as block-wide fp64 scans instead of a sequential loop, so a draw can differ from the
+// CPU only when u falls within a few ulp of a boundary between two tokens.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,7 +17,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/dispatch/dispatch_radix_sort.cuh>
 
 #include "kernels/cuda/utils.cuh"
 
@@ -26,6 +26,39 @@ namespace strata::kernels::cuda {
 namespace sampling {
 
 inline constexpr int kThreads = 256;
+
+// CUB's segmented radix sort tuning for sm_80 and later, but for the alternate (5-bit) passes
+// 384 threads x 9 keys instead of x 11: CUB's own shape spills 24 bytes under ptxas for sm_90,
+// and no strata kernel spills (issue 28; scripts/ptxas_report.sh). The only policy in its chain,
+// so every architecture runs it.
+struct SortPolicy : cub::ChainedPolicy<500, SortPolicy, SortPolicy> {
+  using SegmentedPolicy =
+      cub::AgentRadixSortDownsweepPolicy<192, 39, float, cub::BLOCK_LOAD_TRANSPOSE,
+                                         cub::LOAD_DEFAULT, cub::RADIX_RANK_MEMOIZE,
+                                         cub::BLOCK_SCAN_WARP_SCANS, 6>;
+  using AltSegmentedPolicy =
+      cub::AgentRadixSortDownsweepPolicy<384, 9, float, cub::BLOCK_LOAD_TRANSPOSE,
+                                         cub::LOAD_DEFAULT, cub::RADIX_RANK_MEMOIZE,
+                                         cub::BLOCK_SCAN_WARP_SCANS, 5>;
+};
+struct SortPolicyHub {
+  using MaxPolicy = SortPolicy;
+};
+
+// cub::DeviceSegmentedRadixSort::SortPairsDescending over all 32 key bits, with SortPolicy: the
+// inputs are left as they are and the sorted pairs land in keys_out and ids_out. With a null
+// `storage`, sets `storage_bytes` and does nothing else.
+inline cudaError_t SortPairsDescending(void* storage, size_t& storage_bytes, const float* keys_in,
+                                       float* keys_out, const int32_t* ids_in, int32_t* ids_out,
+                                       int n, int segments, const int* begin, const int* end,
+                                       cudaStream_t stream) {
+  cub::DoubleBuffer<float> keys(const_cast<float*>(keys_in), keys_out);
+  cub::DoubleBuffer<int32_t> ids(const_cast<int32_t*>(ids_in), ids_out);
+  using Sort = cub::DispatchSegmentedRadixSort<cub::SortOrder::Descending, float, int32_t,
+                                               const int*, const int*, int, SortPolicyHub>;
+  return Sort::Dispatch(storage, storage_bytes, keys, ids, n, segments, begin, end, 0, 32,
+                        /*is_overwrite_okay=*/false, stream);
+}
 
 __host__ __device__ inline uint64_t SplitMix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -149,6 +182,14 @@ __global__ void PrepareKeysKernel(const float* logits, int batch, int vocab,
   }
 }
 
+// exp(key - max_key) in fp64, as the CPU computes it. Below -746 the result is exactly 0 in IEEE
+// arithmetic anyway; saying so up front removes the spill ptxas otherwise makes across exp's slow
+// path in the loops below (issue 28).
+__device__ __forceinline__ double Weight(float key, double max_key) {
+  const double x = static_cast<double>(key) - max_key;
+  return x < -746.0 ? 0.0 : exp(x);
+}
+
 // One block per non-greedy row over its sorted (key, id) pairs.
 __global__ void __launch_bounds__(kThreads)
     SampleSortedKernel(const float* keys, const int32_t* ids, int vocab,
@@ -163,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
   const double max_key = k[0];
 
   double part = 0.0;
-  for (int i = threadIdx.x; i < keep; i += kThreads) part += exp(static_cast<double>(k[i]) - max_key);
+  for (int i = threadIdx.x; i < keep; i += kThreads) part += Weight(k[i], max_key);
   double total = 0.0;
   BlockInclusiveScan(part, &total);
 
@@ -172,7 +213,7 @@ __global__ void __launch_bounds__(kThreads)
     double carry = 0.0;
     for (int base = 0; base < keep; base += kThreads) {
       const int i = base + threadIdx.x;
-      const double pr = i < keep ? exp(static_cast<double>(k[i]) - max_key) : 0.0;
+      const double pr = i < keep ? Weight(k[i], max_key) : 0.0;
       double chunk = 0.0;
       const double prefix = carry + BlockInclusiveScan(pr, &chunk);
       if (threadIdx.x == 0) s_found = INT_MAX;
@@ -193,7 +234,7 @@ __global__ void __launch_bounds__(kThreads)
     double kept = 0.0;
     part = 0.0;
     for (int i = threadIdx.x; i < keep; i += kThreads) {
-      part += exp(static_cast<double>(k[i]) - max_key);
+      part += Weight(k[i], max_key);
     }
     BlockInclusiveScan(part, &kept);
     total = kept;
@@ -215,10 +256,9 @@ inline cudaError_t SampleTokensWorkspaceBytes(int batch, int vocab, size_t* byte
     return cudaErrorInvalidValue;
   }
   size_t cub_bytes = 0;
-  const cudaError_t err = cub::DeviceSegmentedRadixSort::SortPairsDescending(
-      nullptr, cub_bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
-      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), batch * vocab, batch,
-      static_cast<const int*>(nullptr), static_cast<const int*>(nullptr));
+  const cudaError_t err = sampling::SortPairsDescending(nullptr, cub_bytes, nullptr, nullptr,
+                                                        nullptr, nullptr, batch * vocab, batch,
+                                                        nullptr, nullptr, nullptr);
   if (err != cudaSuccess) return err;
   *bytes = sampling::FixedBytes(batch, vocab) + cub_bytes;
   return cudaSuccess;
@@ -251,10 +291,9 @@ inline cudaError_t SampleTokens(const float* logits, int batch, int vocab,
   err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   size_t cub_bytes = w.cub_bytes;
-  err = cub::DeviceSegmentedRadixSort::SortPairsDescending(
-      w.cub_storage, cub_bytes, w.keys_in, w.keys_out, w.ids_in, w.ids_out, static_cast<int>(n),
-      batch, static_cast<const int*>(w.offsets), static_cast<const int*>(w.offsets + 1), 0, 32,
-      stream);
+  err = sampling::SortPairsDescending(w.cub_storage, cub_bytes, w.keys_in, w.keys_out, w.ids_in,
+                                      w.ids_out, static_cast<int>(n), batch, w.offsets,
+                                      w.offsets + 1, stream);
   if (err != cudaSuccess) return err;
   sampling::SampleSortedKernel<<<batch, sampling::kThreads, 0, stream>>>(w.keys_out, w.ids_out,
                                                                          vocab, params, out);

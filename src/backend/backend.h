@@ -64,6 +64,30 @@ class Backend {
   // before the memory is freed); a backend whose copies need no pinning pins nothing.
   // ResourceExhausted, saying how much and what to do, when it cannot be pinned.
   virtual Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) = 0;
+  // Ok when this backend's 4-bit cache ops (WriteKvQ4, AttendKvQ4) run `format` at `head_dim`;
+  // else Unsupported, naming what it does not run and what to do instead, so that a plan is
+  // refused when it is placed rather than when a step runs. Default: every format.
+  virtual Status SupportsKvQ4(const KvQ4Format& format, int head_dim) const {
+    (void)format;
+    (void)head_dim;
+    return Status::Ok();
+  }
+  // The backend's own device scratch (its ops' temporary buffers, a GEMM library's workspace):
+  // bytes of device memory, outside the device arena, that ReserveScratch takes for a run whose
+  // ops stay within `limits` (shapes.h). The device tier's capacity holds them as well as the
+  // arena. Default: 0 (a backend whose ops need none, as the CPU backend's).
+  virtual uint64_t ScratchBytes(const OpLimits& limits) const {
+    (void)limits;
+    return 0;
+  }
+  // Allocates ScratchBytes(limits) once, before the token loop (a later call replaces the
+  // reservation), so that no op allocates device memory; an op that needs more than `limits`
+  // allow then aborts naming the buffer (a bug: the limits were wrong). ResourceExhausted,
+  // saying how much and what to do, when the device cannot give it. Default: nothing to do.
+  virtual Status ReserveScratch(const OpLimits& limits) {
+    (void)limits;
+    return Status::Ok();
+  }
 
   // y[m, out] = x[m, in] * w[out, in]^T + bias[out] (bias optional: !bias.present()).
   virtual void Linear(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,

@@ -54,6 +54,31 @@ struct KvQ4Step {
   KvQ4Format format;
 };
 
+// The largest op of a run, for the scratch a backend reserves once before its token loop
+// (Backend::ScratchBytes, ReserveScratch): every op the run gives the backend stays within each
+// field. Plain numbers from the model's shapes and the plan's block (src/memory/placement.h,
+// OpLimitsOf); the default (all zero) is a run of no ops.
+struct OpLimits {
+  int64_t rows = 0;                    // token rows of one op's activations (Linear's m, Embed's
+                                       // ids, Rope's positions): a micro-batch's prefill
+  int64_t linear_in = 0;               // the widest Linear input, features (and the widest
+                                       // LayerNorm / RmsNorm row)
+  int64_t linear_out = 0;              // the widest Linear output, features
+  int64_t linear_weight_elements = 0;  // the largest Linear weight, out x in elements
+  bool half_weights = false;           // some weight the ops read is F16 or BF16 (else all F32)
+  int batch = 0;                       // sequences of one op: attention's, and the rows
+                                       // SampleTokens and ScoreTokens take
+  int vocab = 0;                       // logits per row of SampleTokens and ScoreTokens
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  int step_tokens = 0;                 // new tokens per sequence in one step (the prompt's, at
+                                       // the prefill)
+  int max_len = 0;                     // cache slots per sequence: the longest cache_len
+  bool kv_q4 = false;                  // the 4-bit cache ops run (WriteKvQ4, AttendKvQ4 ...)
+  KvQ4Format kv_q4_format;             // ... in this format
+};
+
 // How a token is drawn from one row of logits: greedy (temperature <= 0 or top_k == 1: the
 // largest logit, lowest id on ties), else from softmax(logits / temperature) cut to the top_k
 // most likely (0 or -1: all) and then to the smallest prefix whose mass reaches top_p, by a

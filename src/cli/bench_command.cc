@@ -9,6 +9,7 @@
 #include "policy/plan.h"
 #include "src/backend/backend.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/lane_report.h"
 #include "src/core/log.h"
@@ -122,6 +123,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
                   "--policy auto: most sequences per block the search may choose")
       ->capture_default_str();
   AddPolicyFlags(cmd, &o->policy);
+  AddDeviceFlag(cmd, &o->device);
   cmd->add_option("--weight-dtype", o->weight_dtype, "f16, bf16 or f32")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   return cmd;
@@ -134,9 +136,12 @@ int BenchCommand(const BenchOptions& o) {
   }
   if (o.max_block_size < 1) return Fail(Status::InvalidArgument("--max-block-size must be >= 1"));
   SetCpuThreads(o.threads);
+  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes);
+  if (!backends.ok()) return Fail(backends.status());
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
   if (!hardware.ok()) return Fail(hardware.status());
+  FitProfileToDevice(*backends, hardware_origin, *hardware);
   if (o.policy.explicit_plan()) {  // a plan by hand and its offload directory, before the model
     Result<Plan> given = PlanFromFlags(o.policy);
     if (!given.ok()) return Fail(given.status());
@@ -152,9 +157,10 @@ int BenchCommand(const BenchOptions& o) {
   }
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(model); s.ok()) spec = std::move(s).value();
-  LogInfo("hardware profile: " + hardware_origin);
-  Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, {o.prompt_len, o.gen_len, 0}, *hardware,
-                                         o.max_block_size);
+  LogInfo("device " + backends->description + "; hardware profile: " + hardware_origin);
+  const Workload workload{o.prompt_len, o.gen_len, 0};
+  Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, workload, *hardware, o.max_block_size,
+                                         DeviceScratchOf(*backends->device, model, workload));
   if (!chosen.ok()) return Fail(chosen.status());
   const Plan* plan = &chosen->plan;
   LogInfo("plan " + chosen->how + ": " + PlanToFlexGenFlags(*plan));
@@ -165,10 +171,8 @@ int BenchCommand(const BenchOptions& o) {
   OffloadOptions oo = OffloadOptionsFromFlags(o.policy, *chosen);
   oo.prompt_len = o.prompt_len;
   oo.gen_len = o.gen_len;
-  auto backend = MakeCpuBackend();
-  auto cpu_backend = MakeCpuBackend();
   SilentTokenizer tokenizer(config.vocab_size);
-  OffloadGenerator generator(model, *backend, *cpu_backend, tokenizer, {}, oo);
+  OffloadGenerator generator(model, *backends->device, *backends->cpu, tokenizer, {}, oo);
   const int block = static_cast<int>(plan->block_size());
   if (!o.policy.dump_schedule.empty()) {
     Result<BlockSchedule> schedule = generator.ScheduleFor(block, o.prompt_len, o.gen_len);
@@ -208,6 +212,7 @@ int BenchCommand(const BenchOptions& o) {
               FormatBytes(static_cast<int64_t>(model.weight_bytes())).c_str());
   std::printf("workload   prompt %d, generate %d, %d block(s) of %d\n", o.prompt_len, o.gen_len,
               o.num_blocks, block);
+  std::printf("device     %s\n", backends->description.c_str());
   std::printf("plan       %s (%s)\n", PlanToFlexGenFlags(*plan).c_str(), chosen->how.c_str());
   std::printf("prefill    %.2f tokens/s (%.3f s)\n", sequences * o.prompt_len / m.prefill_s,
               m.prefill_s);
@@ -216,6 +221,21 @@ int BenchCommand(const BenchOptions& o) {
   std::printf("total      %.2f tokens/s (%.3f s for %.0f generated tokens)\n",
               sequences * o.gen_len / m.wall_s, m.wall_s, sequences * o.gen_len);
   std::printf("%s", m.ToString().c_str());
+  if (hardware->has_value() && m.link_busy_s[static_cast<int>(Link::kCpuToGpu)] > 0) {
+    const int h2d = static_cast<int>(Link::kCpuToGpu);
+    const double gbps = m.link_bytes[h2d] / m.link_busy_s[h2d] / 1e9;
+    std::printf("h2d        %.2f GB/s while streaming = %.3f of the profile's pinned %.2f GB/s\n",
+                gbps, gbps / (*hardware)->h2d_gbps, (*hardware)->h2d_gbps);
+  }
+  if (backends->kind == DeviceKind::kCuda) {
+    // Nothing on the device is freed during a run, so what is in use at its end is its peak.
+    const int64_t used = backends->device_free_bytes - GpuFreeBytes();
+    const int64_t planned = m.planned_bytes.gpu_bytes;
+    std::printf("device mem %s in use at the end (cudaMemGetInfo less the free at start-up); "
+                "plan %s: %s\n",
+                FormatBytes(used).c_str(), planned < 0 ? "n/a" : FormatBytes(planned).c_str(),
+                planned < 0 ? "not checked" : used <= planned ? "within" : "OVER");
+  }
   std::printf("%s", LaneReportText(BuildLaneReport(m, *plan, spec, *hardware)).c_str());
   if (!o.policy.trace.empty()) {
     if (Status s = generator.WriteTrace(o.policy.trace); !s.ok()) return Fail(s);

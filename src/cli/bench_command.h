@@ -29,6 +29,7 @@ struct BenchOptions {
                               // in blocks of 1), tiers, trace
   std::string weight_dtype = "f16";  // f16, bf16 or f32
   int threads = 0;            // CPU threads (0: all cores)
+  std::string device = "auto";  // --device: auto, cuda or cpu (src/cli/device_flags.h)
 };
 
 // Registers the `bench` subcommand and its flags on `app`, filling *options when parsed.

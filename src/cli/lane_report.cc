@@ -11,10 +11,11 @@ namespace {
 
 constexpr std::array<const char*, 3> kKinds = {"input", "transformer", "output"};
 
-// The executor lanes' share of one predicted layer step.
+// The executor lanes' share of one predicted layer step: CPU attention runs on the CPU lane
+// (when the plan delegates it, the cost model's cpu_attention_s).
 std::array<double, kNumLanes> LaneSeconds(const LayerTimes& t) {
-  return {t.disk_read_s + t.h2d_lane_s(), t.compute_lane_s(),
-          t.d2h_s + t.disk_write_s + t.disk_write_wait_s};
+  return {t.disk_read_s + t.h2d_lane_s(), t.compute_lane_s() - t.cpu_attention_s,
+          t.d2h_s + t.disk_write_s + t.disk_write_wait_s, t.cpu_attention_s};
 }
 
 // Measured seconds of kind `kind` (kKinds' index) in `phase` on `lane`.
@@ -91,8 +92,8 @@ std::string LaneReportText(const LaneReport& r) {
   }
   out += "\nlane busy time, predicted / measured s (measured / predicted), profile " +
          (r.profile.empty() ? std::string("none") : r.profile) + ":\n";
-  std::snprintf(line, sizeof(line), "  %-8s %-12s %-28s %-28s %-28s\n", "phase", "layer", "load",
-                "compute", "store");
+  std::snprintf(line, sizeof(line), "  %-8s %-12s %-28s %-28s %-28s %-28s\n", "phase", "layer",
+                "load", "compute", "store", "cpu");
   out += line;
   for (size_t i = 0; i + kNumLanes <= r.times.size(); i += kNumLanes) {
     std::string row;

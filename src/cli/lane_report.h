@@ -4,8 +4,9 @@
 //
 // The executor's lanes carry the cost model's links and units as follows:
 //   load     disk -> CPU reads and CPU -> GPU copies (the load lane runs both, one after another)
-//   compute  GPU GEMMs, GPU attention, CPU attention and 4-bit expansion
+//   compute  GPU GEMMs, GPU attention and 4-bit expansion
 //   store    GPU -> CPU copies and CPU -> disk writes
+//   cpu      CPU attention (CPU delegation)
 // Kinds of layer: "input" (the embedding: the model predicts its weights' trip only, not the
 // gather), "transformer" (every attention and MLP scheduling layer; the model predicts them as
 // one transformer layer step) and "output" (final norm and projection). Phases: "prefill" (token
@@ -29,7 +30,7 @@ namespace strata {
 struct LaneReport {
   std::string profile;          // the hardware profile's name; empty: no predictions
   std::vector<LaneTime> times;  // phase-major: prefill then decode; input, transformer, output;
-                                // load, compute, store
+                                // load, compute, store, cpu
   std::vector<PhaseTime> phases;  // prefill then decode: the run's wall seconds in each phase
 };
 

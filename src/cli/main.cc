@@ -9,6 +9,7 @@
 
 #include "src/cli/bench_command.h"
 #include "src/cli/convert_command.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/merge_command.h"
 #include "src/cli/perplexity_command.h"
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   run_cmd->add_option("--shard", run.shard, "I/N: run only shard I of N (merge with strata merge)");
   strata::AddPolicyFlags(run_cmd, &run.policy);
+  strata::AddDeviceFlag(run_cmd, &run.device);
   run_cmd->add_option("--metrics", run.metrics, "Write JSON metrics to this file at the end");
   run_cmd->add_option("--progress-interval", run.progress_interval_s,
                       "Seconds between progress lines when stderr is not a terminal")

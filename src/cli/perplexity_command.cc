@@ -10,6 +10,7 @@
 #include "policy/plan.h"
 #include "src/backend/backend.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/model_path.h"
 #include "src/cli/policy_flags.h"
@@ -51,6 +52,8 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
   cmd->add_flag("--compress-cache", o->compress_cache, "4-bit KV cache");
   AddCacheFormatFlags(cmd, &o->cache);
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
+  AddDeviceFlag(cmd, &o->device);
+  AddGpuMemoryFlag(cmd, &o->gpu_memory_bytes);
   return cmd;
 }
 
@@ -76,6 +79,8 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         std::to_string(o.prompt) +
                                         "; give a window of at least prompt + 1 tokens"));
   }
+  Result<Backends> backends = MakeBackends(o.device, o.gpu_memory_bytes);
+  if (!backends.ok()) return Fail(backends.status());
   std::ifstream file(o.input, std::ios::binary);
   if (!file) return Fail(Status::NotFound("cannot open --input " + o.input));
   std::stringstream text;
@@ -117,13 +122,12 @@ int PerplexityCommand(const PerplexityOptions& o) {
   plan.compress_weight = o.compress_weight || (*model)->has_q4_weights();
   OffloadOptions options;
   options.plan = plan;
-  auto backend = MakeCpuBackend();
-  auto cpu_backend = MakeCpuBackend();
-  OffloadGenerator engine(**model, *backend, *cpu_backend, tok, {}, options);
+  options.tiers.device_capacity_bytes = static_cast<uint64_t>(o.gpu_memory_bytes);
+  OffloadGenerator engine(**model, *backends->device, *backends->cpu, tok, {}, options);
   LogInfo("model " + *model_path + ": " + config.Summary() + "; " + std::to_string(ids.size()) +
           " tokens in " + std::to_string(windows.size()) + " windows of up to " +
           std::to_string(o.window) + " tokens, " + std::to_string(plan.gpu_batch_size) +
-          " at a time");
+          " at a time, on " + backends->description);
   std::vector<GenerationRequest> requests;
   for (const std::vector<int32_t>& w : windows) {
     GenerationRequest r;

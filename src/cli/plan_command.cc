@@ -10,6 +10,7 @@
 
 #include "policy/fit_check.h"
 #include "policy/search.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/policy_flags.h"
 #include "src/memory/model_spec_of.h"
@@ -60,6 +61,7 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
                             "run `strata profile` to write it");
   }
   STRATA_ASSIGN_OR_RETURN(in.hardware, LoadHardwareSpecYaml(hw_path));
+  if (o.gpu_memory_bytes > 0) in.hardware.gpu_capacity_bytes = o.gpu_memory_bytes;
   in.workload = {o.prompt_len, o.gen_len, o.num_prompts};
   STRATA_RETURN_IF_ERROR(in.workload.Validate(in.model));
   return in;
@@ -346,6 +348,7 @@ CLI::App* AddPlanCommand(CLI::App& app, PlanOptions* o) {
       ->excludes(percent);
   cmd->add_flag("--no-cpu-attention", o->no_cpu_attention, "Search: keep attention on the GPU")
       ->excludes(percent);
+  AddGpuMemoryFlag(cmd, &o->gpu_memory_bytes);
   return cmd;
 }
 

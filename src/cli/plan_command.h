@@ -35,6 +35,7 @@ struct PlanOptions {
   bool no_overlap = false;
   bool no_compression = false;    // search: never compress
   bool no_cpu_attention = false;  // search: never delegate attention to the CPU
+  int64_t gpu_memory_bytes = 0;   // --gpu-memory: the GPU capacity planned for; 0: the profile's
 };
 
 // Registers the `plan` subcommand and its flags on `app`, filling *options when parsed.

@@ -11,8 +11,10 @@
 #include <fstream>
 #include <iostream>
 
+#include "policy/memory_accounting.h"
 #include "policy/search.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/model_path.h"
 #include "src/core/log.h"
 
@@ -24,7 +26,7 @@ bool PolicyFlags::explicit_plan() const {
 }
 
 bool PolicyFlags::any() const {
-  return explicit_plan() || gpu_mem_gib > 0 || !trace.empty() || !dump_schedule.empty();
+  return explicit_plan() || gpu_memory_bytes > 0 || !trace.empty() || !dump_schedule.empty();
 }
 
 std::string DefaultHardwareProfilePath() {
@@ -77,7 +79,7 @@ Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& f, std:
 Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpec>& model,
                               const Workload& workload,
                               const std::optional<HardwareSpec>& hardware,
-                              int64_t max_block_size) {
+                              int64_t max_block_size, const DeviceScratchFn& device_scratch) {
   ChosenPlan chosen;
   if (f.explicit_plan() || !model || !hardware) {
     STRATA_ASSIGN_OR_RETURN(chosen.plan, PlanFromFlags(f));
@@ -91,17 +93,34 @@ Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpe
     return chosen;
   }
   HardwareSpec hw = *hardware;
-  if (f.gpu_mem_gib > 0) hw.gpu_capacity_bytes = static_cast<int64_t>(f.gpu_mem_gib * (1ull << 30));
+  if (f.gpu_memory_bytes > 0) hw.gpu_capacity_bytes = f.gpu_memory_bytes;
   SearchOptions options;
   options.allow_compress_weight = options.allow_compress_cache = false;
   options.max_block_size = max_block_size;
   Workload w = workload;
   w.num_prompts = 0;
+  // The search places the arena; the backend's scratch (Backend::ScratchBytes) comes out of the
+  // same device memory, so the search runs again on what a plan's scratch leaves, until the
+  // plan it finds needs no more scratch than was set aside.
+  const int64_t capacity = hw.gpu_capacity_bytes;
+  int64_t set_aside = 0;
   Result<SearchResult> r = SearchPlan(*model, w, hw, options);
+  for (int tries = 0; r.ok() && device_scratch && tries < 4; ++tries) {
+    const int64_t scratch = device_scratch(r->best.plan);
+    if (scratch <= set_aside) break;
+    set_aside = scratch;
+    hw.gpu_capacity_bytes = capacity - set_aside;
+    r = SearchPlan(*model, w, hw, options);
+  }
   if (!r.ok()) return r.status().WithContext("--policy auto on profile " + hw.name);
+  if (device_scratch && device_scratch(r->best.plan) > set_aside) {
+    return Status::ResourceExhausted(
+        "--policy auto found no plan that leaves room for the device backend's scratch in " +
+        FormatBytes(capacity) + "; give the run more --gpu-memory or a plan by hand");
+  }
   chosen.plan = r->best.plan;
   chosen.searched = true;
-  chosen.device_capacity_bytes = hw.gpu_capacity_bytes;
+  chosen.device_capacity_bytes = capacity;
   char line[160];
   std::snprintf(line, sizeof(line), "searched (profile %s, %d LPs in %.0f ms, predicted %.2f "
                 "tokens/s)", hw.name.c_str(), r->lps_solved, r->elapsed_s * 1e3,
@@ -174,8 +193,7 @@ void AddPolicyFlags(CLI::App* cmd, PolicyFlags* f) {
                 "4-bit KV cache: stored, moved and attended in 4 bits");
   AddCacheFormatFlags(cmd, &f->cache);
   cmd->add_flag("--compress-weight", f->compress_weight, "4-bit weights");
-  cmd->add_option("--gpu-mem-gib", f->gpu_mem_gib,
-                  "Device tier capacity in GiB (0: what the placement needs)");
+  AddGpuMemoryFlag(cmd, &f->gpu_memory_bytes);
   cmd->add_option("--offload-dir", f->offload_dir, "Directory for the disk tier's scratch file")
       ->capture_default_str();
   cmd->add_option("--trace", f->trace, "Write a Chrome trace (Perfetto) of the run here");
@@ -211,8 +229,8 @@ OffloadOptions OffloadOptionsFromFlags(const PolicyFlags& f, const ChosenPlan& c
   o.plan = chosen.plan;
   o.tiers.offload_dir = f.offload_dir;
   o.tiers.device_capacity_bytes =
-      f.gpu_mem_gib > 0 ? static_cast<uint64_t>(f.gpu_mem_gib * (1ull << 30))
-                        : static_cast<uint64_t>(chosen.device_capacity_bytes);
+      static_cast<uint64_t>(f.gpu_memory_bytes > 0 ? f.gpu_memory_bytes
+                                                   : chosen.device_capacity_bytes);
   o.keep_trace = !f.trace.empty();
   return o;
 }

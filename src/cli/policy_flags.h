@@ -2,9 +2,10 @@
 // `strata run` and `strata bench`: the searched plan (--policy auto, the default, with the
 // hardware profile of --hardware or the one `strata profile` cached), FlexGen's form (--percent,
 // --gpu-batch-size, --num-gpu-batches, --cpu-attention), a plan file (--policy FILE), the tiers
-// (--gpu-mem-gib, --offload-dir) and what to show (--trace, --dump-schedule).
+// (--gpu-memory, --offload-dir) and what to show (--trace, --dump-schedule).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,7 +53,8 @@ struct PolicyFlags {
   bool compress_cache = false;   // 4-bit KV cache (kernels/kv_q4_format.h)
   CacheFormatFlags cache;        // its format; unset: the plan's
   bool compress_weight = false;  // 4-bit weights
-  double gpu_mem_gib = 0;     // device tier capacity; 0: what the placement needs
+  int64_t gpu_memory_bytes = 0;  // device tier capacity (--gpu-memory); 0: the profile's, else
+                                 // what the placement needs
   std::string offload_dir = ".";
   std::string trace;          // Chrome trace output path
   std::string dump_schedule;  // schedule text output path ("-": stdout)
@@ -79,22 +81,25 @@ Result<std::optional<HardwareSpec>> HardwareFromFlags(const PolicyFlags& flags,
 // The plan a run follows and a line saying how it was chosen. A plan by hand wins; else, with a
 // profile and the model's description, the search's best plan for `workload` (blocks of at most
 // `max_block_size` sequences; never compressed: 4-bit changes the tokens, so it is asked for by
-// hand; --gpu-mem-gib caps the device tier);
+// hand; --gpu-memory caps the device tier);
 // else PlanFromFlags' default. A model whose weights are stored 4-bit (ModelSpec::q4_weights)
-// gets compress_weight whatever the flags say. Errors: PlanFromFlags', the search's
+// gets compress_weight whatever the flags say. `device_scratch`, when given, says how many bytes
+// of device memory the device backend takes for a plan besides the arena (Backend::ScratchBytes):
+// the search plans the arena in what that leaves. Errors: PlanFromFlags', the search's
 // ResourceExhausted when nothing fits.
 struct ChosenPlan {
   Plan plan;
   bool searched = false;
   std::string how;  // e.g. "searched (profile x, 412 LPs in 40 ms)"
-  // The device tier the plan was searched for (--gpu-mem-gib or the profile's GPU capacity); 0
+  // The device tier the plan was searched for (--gpu-memory or the profile's GPU capacity); 0
   // when not searched.
   int64_t device_capacity_bytes = 0;
 };
+using DeviceScratchFn = std::function<int64_t(const Plan&)>;
 Result<ChosenPlan> ChoosePlan(const PolicyFlags& flags, const std::optional<ModelSpec>& model,
                               const Workload& workload,
                               const std::optional<HardwareSpec>& hardware,
-                              int64_t max_block_size);
+                              int64_t max_block_size, const DeviceScratchFn& device_scratch = {});
 
 // Registers the flags on `cmd`, filling *flags when parsed.
 void AddPolicyFlags(CLI::App* cmd, PolicyFlags* flags);

@@ -14,9 +14,10 @@
 
 #include "policy/hardware_spec.h"
 #include "policy/plan.h"
-#include "src/backend/cpu/cpu_backend.h"
 #include "src/backend/cpu/cpu_probes.h"
 #include "src/backend/device_probes.h"
+#include "src/backend/cpu/cpu_backend.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/policy_flags.h"
 #include "src/cli/profile/probes.h"
@@ -100,12 +101,23 @@ CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* o) {
                   "CPU threads to measure with, as the runs will use (0: all cores)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
+  AddDeviceFlag(cmd, &o->device);
+  AddGpuMemoryFlag(cmd, &o->gpu_memory_bytes);
   return cmd;
 }
 
 int ProfileCommand(const ProfileOptions& o) {
   HardwareSpec hw;
   hw.name = o.name.empty() ? HostName() : o.name;
+  // Which device is measured is settled first: --device cuda without one fails at once.
+  Result<Backends> backends = MakeBackends(o.device, o.gpu_memory_bytes);
+  if (!backends.ok()) {
+    std::cerr << "strata profile: " << backends.status().message() << "\n";
+    return kExitUnusable;
+  }
+  const bool gpu = backends->kind == DeviceKind::kCuda;
+  std::string no_device = o.device == "cpu" ? "--device cpu" : backends->description;
+  backends->device.reset();
 
   Announce("capacities");
   const int64_t available = AvailableHostBytes();
@@ -146,8 +158,13 @@ int ProfileCommand(const ProfileOptions& o) {
       "), 32 MiB pieces through a 32 MiB ring in 1 MiB transfers, copies included; page writes "
       "4 KiB, 32 per submission, alone and behind a stream of reads";
   Announce("the GPU");
-  std::string no_device;
-  if (const std::optional<profile::DeviceRates> device = profile::MeasureDevice(&no_device)) {
+  std::optional<profile::DeviceRates> device;
+  if (gpu) device = profile::MeasureDevice(&no_device);
+  if (gpu && !device) {
+    std::cerr << "strata profile: the GPU could not be measured: " << no_device << "\n";
+    return kExitUnusable;
+  }
+  if (device) {
     UseDevice(*device, hw);
     hw.description = "measured by strata profile on " + HostName() + " with " + device->name +
                      " (pinned cudaMemcpyAsync, fp16 cuBLAS GEMMs, strata's CUDA kernels); " +
@@ -162,6 +179,7 @@ int ProfileCommand(const ProfileOptions& o) {
         "stream, fp32 CPU kernels, memory bandwidth as the GEMM streams weights); " +
         disk_text;
   }
+  if (o.gpu_memory_bytes > 0) hw.gpu_capacity_bytes = o.gpu_memory_bytes;
   for (double* rate :
        {&hw.h2d_gbps, &hw.d2h_gbps, &hw.d2d_gbps, &hw.copy_beside_gemm_gbps, &hw.disk_read_gbps,
         &hw.disk_write_gbps, &hw.disk_page_write_gbps, &hw.gpu_prefill_tflops,

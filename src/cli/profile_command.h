@@ -16,6 +16,9 @@ struct ProfileOptions {
   std::string offload_dir = ".";  // where the disk is measured (a scratch file, removed)
   std::string name;               // profile name; default: the host name
   int threads = 0;                // CPU threads the compute probes use; 0: all cores
+  std::string device = "auto";    // --device: the GPU's rates (cuda), the emulated device's
+                                  // (cpu), or the GPU's when one is usable (auto)
+  int64_t gpu_memory_bytes = 0;   // --gpu-memory: the profile's GPU capacity; 0: what is free
 };
 
 CLI::App* AddProfileCommand(CLI::App& app, ProfileOptions* options);

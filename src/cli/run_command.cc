@@ -9,6 +9,7 @@
 
 #include "src/backend/backend.h"
 #include "src/backend/cpu/cpu_backend.h"
+#include "src/cli/device_flags.h"
 #include "src/cli/exit_codes.h"
 #include "src/cli/interrupt.h"
 #include "src/cli/job_loop.h"
@@ -121,8 +122,8 @@ int RunCommand(const RunOptions& o) {
   SetCpuThreads(o.threads);
 
   // What a user can get wrong is checked before the model loads (seconds to minutes) and before
-  // anything is written: the model path, the input, the output, the hardware profile, a plan by
-  // hand and its offload directory.
+  // anything is written: the model path, the input, the output, the device, the hardware
+  // profile, a plan by hand and its offload directory.
   Result<std::string> model_path = ResolveModelPath(o.model);
   if (!model_path.ok()) return Fail(model_path.status());
   if (Result<std::unique_ptr<JsonlReader>> in = JsonlReader::Open(o.input); !in.ok()) {
@@ -133,9 +134,12 @@ int RunCommand(const RunOptions& o) {
     return Fail(Status::InvalidArgument("--output " + o.output + " is the input file; give the "
                                         "results a file of their own"));
   }
+  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes);
+  if (!backends.ok()) return Fail(backends.status());
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
   if (!hardware.ok()) return Fail(hardware.status());
+  FitProfileToDevice(*backends, hardware_origin, *hardware);
   if (o.policy.explicit_plan()) {
     Result<Plan> given = PlanFromFlags(o.policy);
     if (!given.ok()) return Fail(given.status());
@@ -189,12 +193,11 @@ int RunCommand(const RunOptions& o) {
       BlockReader::Open(o.input, **tokenizer, ro, std::move(*journal));
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
 
-  auto backend = MakeCpuBackend();
-  auto cpu_backend = MakeCpuBackend();
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
   Result<ChosenPlan> chosen =
-      ChoosePlan(o.policy, spec, SearchWorkload(config), *hardware, o.batch_size);
+      ChoosePlan(o.policy, spec, SearchWorkload(config), *hardware, o.batch_size,
+                 DeviceScratchOf(*backends->device, **model, SearchWorkload(config)));
   if (!chosen.ok()) return Fail(chosen.status());
   if (!chosen->searched && !o.policy.explicit_plan()) {
     // Nothing to place by: each block of --batch-size runs as one micro-batch on the device.
@@ -202,11 +205,11 @@ int RunCommand(const RunOptions& o) {
     chosen->how += ", each block one micro-batch";
   }
   const Plan& plan = chosen->plan;
-  LogInfo("hardware profile: " + hardware_origin);
+  LogInfo("device " + backends->description + "; hardware profile: " + hardware_origin);
   if (chosen->searched) {  // a plan by hand had its offload directory checked above
     if (Status s = PrepareOffloadDir(o.policy, plan); !s.ok()) return Fail(s);
   }
-  OffloadGenerator engine(**model, *backend, *cpu_backend, **tokenizer,
+  OffloadGenerator engine(**model, *backends->device, *backends->cpu, **tokenizer,
                           EndOfGenerationIds(**tokenizer, config),
                           OffloadOptionsFromFlags(o.policy, *chosen));
   engine.set_cancel(&stop);

@@ -21,6 +21,7 @@ struct RunOptions {
   // the hardware profile; without a profile everything stays on the device and each block of
   // batch_size runs as one micro-batch. Every plan runs on the one engine (OffloadGenerator).
   PolicyFlags policy;
+  std::string device = "auto";  // --device: auto, cuda or cpu (src/cli/device_flags.h)
 };
 
 // Runs the job and returns the process exit code (src/cli/exit_codes.h): 0 all completed, 1

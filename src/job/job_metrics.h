@@ -57,7 +57,7 @@ struct LinkBytes {
 struct LaneTime {
   std::string phase;  // "prefill", "decode"
   std::string layer;  // "input", "transformer", "output"
-  std::string lane;   // "load", "compute", "store"
+  std::string lane;   // "load", "compute", "store", "cpu"
   std::optional<double> predicted_s;
   double measured_s = 0;
 };

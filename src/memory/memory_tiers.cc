@@ -10,21 +10,32 @@ namespace strata {
 Result<std::unique_ptr<MemoryTiers>> MemoryTiers::Create(const TierLayout& layout,
                                                          const MemoryTiersOptions& options,
                                                          Backend& device,
-                                                         const std::string& weight_file) {
+                                                         const std::string& weight_file,
+                                                         const OpLimits* op_limits) {
   std::unique_ptr<MemoryTiers> t(new MemoryTiers());
   for (int i = 0; i < kNumTiers; ++i) t->layout_bytes_[i] = layout.tier_bytes(static_cast<Tier>(i));
   const uint64_t gpu = t->layout_bytes_[static_cast<int>(Tier::kGpu)];
   const uint64_t cpu = t->layout_bytes_[static_cast<int>(Tier::kCpu)];
   const uint64_t disk = t->layout_bytes_[static_cast<int>(Tier::kDisk)];
-  t->device_capacity_ = options.device_capacity_bytes > 0 ? options.device_capacity_bytes : gpu;
-  if (gpu > t->device_capacity_) {
+  const uint64_t scratch = op_limits != nullptr ? device.ScratchBytes(*op_limits) : 0;
+  t->backend_scratch_bytes_ = scratch;
+  t->device_capacity_ =
+      options.device_capacity_bytes > 0 ? options.device_capacity_bytes : gpu + scratch;
+  if (gpu + scratch > t->device_capacity_) {
+    const std::string scratch_text =
+        scratch > 0 ? " (the placement's " + FormatBytes(static_cast<int64_t>(gpu)) + " and the " +
+                          std::string(device.name()) + " backend's scratch of " +
+                          FormatBytes(static_cast<int64_t>(scratch)) + ")"
+                    : "";
     return Status::ResourceExhausted(
-        "the placement needs " + FormatBytes(static_cast<int64_t>(gpu)) + " of GPU memory but the "
-        "device tier holds " + FormatBytes(static_cast<int64_t>(t->device_capacity_)) +
-        "; lower the GPU percents or the batch, or allow more with --gpu-mem-gib");
+        "the placement needs " + FormatBytes(static_cast<int64_t>(gpu + scratch)) +
+        " of GPU memory" + scratch_text + " but the device tier holds " +
+        FormatBytes(static_cast<int64_t>(t->device_capacity_)) +
+        "; lower the GPU percents or the batch, or allow more with --gpu-memory");
   }
   t->backend_ = &device;
   STRATA_ASSIGN_OR_RETURN(t->device_, device.AllocateDeviceArena(gpu));
+  if (op_limits != nullptr) STRATA_RETURN_IF_ERROR(device.ReserveScratch(*op_limits));
   if (cpu > 0) {
     STRATA_ASSIGN_OR_RETURN(t->host_, AlignedBuffer::Allocate(cpu));
     STRATA_ASSIGN_OR_RETURN(t->pinned_, device.PinHostMemory(t->host_.span()));

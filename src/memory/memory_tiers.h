@@ -2,7 +2,7 @@
 // pinned host arena and the disk tier's scratch file.
 //
 // The device arena comes from the device backend (Backend::AllocateDeviceArena). The CPU
-// backend's is host memory, capacity-limited to what the layout (or --gpu-mem-gib) allows; its
+// backend's is host memory, capacity-limited to what the layout (or --gpu-memory) allows; its
 // copies in and out are done by the executor's load and store lane threads, its copy engines, so
 // placement, overlap and memory limits run the same code as on a GPU. The host arena is
 // page-aligned anonymous memory, pinned by the device's backend (Backend::PinHostMemory: the CUDA
@@ -45,11 +45,16 @@ class MemoryTiers {
   // Allocates every tier `layout` uses, the device tier from `device` (which must outlive the
   // tiers). Errors say which tier and how many bytes. `weight_file`
   // (WeightPlacement::weight_file): a strata store's tensors.bin that disk-resident weights are
-  // read from in place, opened read-only for ReadWeights(); empty: none.
+  // read from in place, opened read-only for ReadWeights(); empty: none. `op_limits`
+  // (Placement::op_limits): the largest op the run gives `device`, whose own scratch
+  // (Backend::ScratchBytes) the device tier then holds beside the arena, checked against the
+  // capacity with it and reserved (Backend::ReserveScratch) right after the arena; null: none
+  // reserved (the backend's ops allocate their own, as in tests that call them directly).
   static Result<std::unique_ptr<MemoryTiers>> Create(const TierLayout& layout,
                                                      const MemoryTiersOptions& options,
                                                      Backend& device,
-                                                     const std::string& weight_file = "");
+                                                     const std::string& weight_file = "",
+                                                     const OpLimits* op_limits = nullptr);
 
   // A GPU extent as a span of the device arena. REQUIRES: e lies within it.
   DeviceSpan Device(const GpuExtent& e) const;
@@ -60,8 +65,11 @@ class MemoryTiers {
   // take host-tier buffers as spans. Null where `backend` cannot. REQUIRES: it dies before this.
   std::unique_ptr<DeviceArena> HostArena(Backend& backend) const;
 
-  // Bytes each tier holds (arena sizes; the scratch file's size).
+  // Bytes each tier holds (arena sizes, the device's with its backend's scratch; the scratch
+  // file's size).
   uint64_t capacity_bytes(Tier tier) const;
+  // Of the device tier: the backend's own scratch (Backend::ScratchBytes), outside the arena.
+  uint64_t backend_scratch_bytes() const { return backend_scratch_bytes_; }
   // Bytes the layout placed on `tier`: the tier's peak, since nothing is allocated later.
   uint64_t peak_bytes(Tier tier) const { return layout_bytes_[static_cast<int>(tier)]; }
   // "io_uring", "pread" or "" when nothing lives on disk.
@@ -100,6 +108,7 @@ class MemoryTiers {
   std::unique_ptr<DiskFile> weight_file_;
   uint64_t layout_bytes_[kNumTiers] = {};
   uint64_t device_capacity_ = 0;
+  uint64_t backend_scratch_bytes_ = 0;
 };
 
 }  // namespace strata

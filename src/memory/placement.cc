@@ -183,6 +183,50 @@ uint64_t TransformerWorkspaceBytes(const ModelConfig& c, int64_t max_rows) {
   return static_cast<uint64_t>(max_rows * per_row) * sizeof(float);
 }
 
+OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shape) {
+  const ModelConfig& c = model.config();
+  const int64_t hidden = c.hidden_size;
+  const int64_t q = int64_t{c.num_heads} * c.head_dim;
+  const int64_t kv = int64_t{c.num_kv_heads} * c.head_dim;
+  const int64_t mlp = c.intermediate_size;
+  const int64_t vocab = c.vocab_size;
+  OpLimits l;
+  l.rows = int64_t{shape.gpu_batch_size} * shape.prompt_len;
+  // The Linears: q, k, v [q or kv, hidden], o [hidden, q], up and gate [mlp, hidden], down
+  // [hidden, mlp], the output layer [vocab, hidden].
+  l.linear_in = std::max({hidden, q, mlp});
+  l.linear_out = std::max({q, kv, hidden, mlp, vocab});
+  l.linear_weight_elements = std::max({q, mlp, vocab}) * hidden;
+  const ModelWeights& w = model.weights();
+  auto half = [](const TensorView& t) {
+    return t.present() && (t.dtype == DType::kF16 || t.dtype == DType::kBF16);
+  };
+  l.half_weights = half(w.token_embedding) || half(w.position_embedding) ||
+                   half(w.final_norm) || half(w.final_norm_bias) || half(w.lm_head);
+  for (const LayerWeights& layer : w.layers) {
+    for (TensorView LayerWeights::*field : kLayerTensorFields<TensorView>) {
+      l.half_weights = l.half_weights || half(layer.*field);
+    }
+  }
+  l.batch = shape.gpu_batch_size;
+  l.vocab = c.vocab_size;
+  l.num_heads = c.num_heads;
+  l.num_kv_heads = c.num_kv_heads;
+  l.head_dim = c.head_dim;
+  l.step_tokens = shape.prompt_len;
+  l.max_len = shape.max_len;
+  l.kv_q4 = plan.compress_cache;
+  if (l.kv_q4) {
+    l.kv_q4_format.rotate_keys = plan.rotate_keys();
+    l.kv_q4_format.keys_by_channel = plan.channel_keys();
+    if (plan.exact_tokens()) {
+      l.kv_q4_format.sink = plan.cache_sink;
+      l.kv_q4_format.window = plan.cache_window;
+    }
+  }
+  return l;
+}
+
 Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
@@ -251,6 +295,7 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   p.last_hidden =
       p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "last_hidden",
                                    gbs * static_cast<uint64_t>(c.hidden_size) * 4, kArenaAlignment);
+  p.op_limits = OpLimitsOf(model, plan, shape);
   return p;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "policy/plan.h"
+#include "src/backend/shapes.h"
 #include "src/memory/tier_layout.h"
 #include "src/memory/weight_placement.h"
 #include "src/model/model.h"
@@ -125,12 +126,21 @@ struct Placement {
   GpuExtent last_hidden;      // GPU: [gpu_batch_size, hidden] rows the logits come from
   CpuExtent disk_ring;        // CPU: 4 KiB-aligned bounce buffer for disk transfers, one half per
                               // moving lane; bytes 0 when nothing lives on disk
+  OpLimits op_limits;         // the largest op the block gives the device's backend (OpLimitsOf):
+                              // its scratch, outside the layout (Backend::ScratchBytes)
 };
 
 // Bytes of the Transformer's buffers (src/runtime/transformer.h) for steps of up to `max_rows`
 // token rows, all held at once: rows x (2 hidden + 2 heads * head_dim + 2 kv_heads * head_dim +
 // intermediate x (2 if gated, else 1)) fp32 values, as policy/memory_accounting.h counts them.
 uint64_t TransformerWorkspaceBytes(const ModelConfig& config, int64_t max_rows);
+
+// The largest op a block of `shape` gives the device's backend under `plan`, for the scratch it
+// reserves (Backend::ScratchBytes, src/backend/shapes.h): a micro-batch's prefill rows, the
+// model's widest and largest Linear, its vocabulary, heads and the block's cache length, the
+// plan's 4-bit cache format; half_weights when a tensor of the model is F16 or BF16 (even one
+// that 4-bit weights expand to fp32: a bound, not an exact count).
+OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shape);
 
 // Places a block of `shape` by `plan`. Unsupported for a 4-bit cache the model's head_dim cannot
 // be grouped for (or rotated keys a head_dim that is not a power of two),

@@ -146,7 +146,12 @@ Status BlockExecutor::Execute(const Step& step, const BlockSchedule& schedule, B
       return transfers_.StoreActivations(k, step.activation_slot, run.batch(k) * tokens, stream,
                                          record);
     case StepKind::kCompute:
+    case StepKind::kComputeToCpu:
+    case StepKind::kComputeFromCpu:
       compute_.Run(step, blocks, run, stream, record);
+      return Status::Ok();
+    case StepKind::kCpuAttention:
+      compute_.CpuAttention(step, run);
       return Status::Ok();
   }
   return Status::Ok();
@@ -158,6 +163,8 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
   using Clock = std::chrono::steady_clock;
   const Clock::time_point origin = Clock::now();
   const std::vector<Step>& steps = schedule.steps;
+  STRATA_CHECK_MSG(!schedule.shape.cpu_attention_decode || compute_.delegates(),
+                   "the schedule splits attention for the CPU but the placement keeps it");
   // given[i]: step i's work has been handed to its stream and events[i] recorded after it.
   const auto given = std::make_unique<std::atomic<uint8_t>[]>(steps.size());
   std::vector<std::unique_ptr<Event>> events(steps.size());
@@ -184,7 +191,13 @@ Status BlockExecutor::Run(const BlockSchedule& schedule, BlockRun& run,
         const bool stream_waits = !options.skip_stream_waits || !options.skip_stream_waits(step);
         for (int w : step.waits) {
           given[w].wait(0);
-          if (stream_waits) stream.Wait(*events[static_cast<size_t>(w)]);
+          if (!stream_waits) continue;
+          // The CPU computes on host memory: the bytes must have landed before it is given work.
+          if (step.lane == Lane::kCpu) {
+            events[static_cast<size_t>(w)]->HostWait();
+          } else {
+            stream.Wait(*events[static_cast<size_t>(w)]);
+          }
         }
       }
       if (options.cancel != nullptr && options.cancel->load(std::memory_order_relaxed)) {

@@ -1,15 +1,19 @@
-// BlockExecutor: replays a BlockSchedule for one block on three lanes — load, compute, store —
-// each a thread running its steps in list order, with a stream of the device backend
-// (src/backend/memory.h). Each step records an event on its lane's stream once it has been
-// given; a step waits only on the events of the steps its buffers need (the schedule's waits):
-// its thread waits until each such step has been given (so that an event is recorded before
-// anyone waits on it, as CUDA requires), then its stream waits on the event. Never a device-wide
-// sync or a queue join; disk transfers go through the FileEnv's own threads or ring. Once every
-// sequence of the block has stopped, the remaining token steps are skipped.
-// Every copy and op is given to the streams, but for the 4-bit cache's steps, which still run on
-// the compute lane's thread (BlockCompute::Run): with a 4-bit cache the device backend's streams
-// must be ones that run their work on the thread that gives it (the CPU backend's inline
-// streams); moving those onto the streams is what lets a GPU run every plan.
+// BlockExecutor: replays a BlockSchedule for one block on four lanes — load, compute, store and
+// CPU — each a thread running its steps in list order. The load, compute and store lanes each
+// give their work to a stream of the device backend (src/backend/memory.h). Each step records an
+// event on its lane's stream once it has been given; a step waits only on the events of the
+// steps its buffers need (the schedule's waits): its thread waits until each such step has been
+// given (so that an event is recorded before anyone waits on it, as CUDA requires), then its
+// stream waits on the event. Never a device-wide sync or a queue join; disk transfers go through
+// the FileEnv's own threads or ring. Once every sequence of the block has stopped, the remaining
+// token steps are skipped.
+//
+// The CPU lane runs CPU delegation's attention (StepKind::kCpuAttention) on the CPU backend's
+// stream, while the compute lane queues other micro-batches' device work. The CPU can compute only
+// once the bytes are there, so its thread host-waits the events of the steps it waits for (the
+// copies of its queries, keys and values to host memory; a cache load or store on the other
+// lanes), then runs its work to completion, then records its event on a device stream of its own
+// that is never given work, so that the lanes after it wait for it as for any other lane.
 //
 // Every step also checks, as it starts, that each buffer it touches was last written by the step
 // the schedule says and is not being written by another lane (and, when it writes, not being
@@ -45,8 +49,8 @@ struct ExecutorOptions {
   // missing wait is caught (the step aborts on its buffer checks). Default: none.
   std::function<bool(const Step&)> skip_waits;
   // Tests: a step for which this returns true gives its stream none of its waits (its thread still
-  // waits until the steps it needs were given), so that a test can show that the streams' events
-  // are what orders their work. Default: none.
+  // waits until the steps it needs were given; a CPU-lane step does not host-wait their events),
+  // so that a test can show that the streams' events are what orders their work. Default: none.
   std::function<bool(const Step&)> skip_stream_waits;
 };
 
@@ -54,6 +58,8 @@ struct ExecutorOptions {
 class BlockExecutor {
  public:
   // REQUIRES: all outlive the executor; `tiers` holds `placement`'s layout with the weights home.
+  // The schedules Run replays split decode attention (ScheduleShape::cpu_attention_decode) only
+  // when the placement delegates it to the CPU.
   BlockExecutor(const Model& model, Backend& device_backend, Backend& cpu_backend,
                 const Placement& placement, const MemoryTiers& tiers);
 

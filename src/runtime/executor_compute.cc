@@ -44,7 +44,8 @@ BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend&
       cpu_stream_(cpu_backend.MakeStream()),
       output_ready_(device_backend.MakeEvent()),
       to_cpu_(device_backend.MakeEvent()),
-      cpu_done_(cpu_backend.MakeEvent()) {
+      cpu_done_(cpu_backend.MakeEvent()),
+      pending_(static_cast<size_t>(placement.shape.num_micro_batches)) {
   STRATA_CHECK(host_arena_ != nullptr);
   STRATA_CHECK(&device_backend != &cpu_backend);
   if (p_.cache.format.q4) {
@@ -99,7 +100,10 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
       tiers_.Device(step.activation_slot >= 0 ? a.slots[step.activation_slot]
                                               : a.homes[static_cast<size_t>(k)].gpu);
   const int slot = std::max(step.weight_slot, 0);
-  if (p_.weights.expanded_bytes > 0) ExpandWeights(step, blocks, run, stream, record);
+  // The part after the CPU reads the weights its part before expanded.
+  if (p_.weights.expanded_bytes > 0 && step.kind != StepKind::kComputeFromCpu) {
+    ExpandWeights(step, blocks, run, stream, record);
+  }
   const LayerRole role = RoleOfLayer(step.layer, blocks);
   if (role == LayerRole::kInputEmbedding) {
     // The step's rows are known once Input() has made its StepInput.
@@ -110,7 +114,11 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
                                  model_.config().hidden_size);
   switch (role) {
     case LayerRole::kAttention:
-      Attention(step, BlockOfLayer(step.layer), run, stream, hidden, record);
+      if (step.kind == StepKind::kComputeFromCpu) {
+        AttentionFromCpu(step, run, stream, hidden, record);
+      } else {
+        Attention(step, BlockOfLayer(step.layer), run, stream, hidden, record);
+      }
       break;
     case LayerRole::kMlp:
       transformer_.MlpLayer(stream,
@@ -236,7 +244,8 @@ void BlockCompute::Input(const Step& step, BlockRun& run, Stream& stream, Device
                               model_.config().hidden_size));
 }
 
-void BlockCompute::BuildRows(const Step& step, int block, int rows) {
+void BlockCompute::BuildRows(const Step& step, int block, int begin, int end, int rows,
+                             std::vector<KvRow>& fp32, std::vector<KvQ4Row>& q4) const {
   const CachePlacement& c = p_.cache;
   const int slice = block * p_.shape.num_micro_batches + step.micro_batch;
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
@@ -245,14 +254,14 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
   // Row `r` of `buffer`, which holds `n` rows of `len` slots, in the cache's format.
   const auto row_at = [&](size_t r, const DeviceSpan& buffer, int64_t n, int len, int64_t i) {
     if (c.format.q4) {
-      q4_rows_[r] = KvQ4RowAt(c.format, buffer, n, len, i);
+      q4[r] = KvQ4RowAt(c.format, buffer, n, len, i);
     } else {
-      rows_[r] = KvRowAt(c.format, buffer, n, len, i);
+      fp32[r] = KvRowAt(c.format, buffer, n, len, i);
     }
   };
-  rows_.resize(c.format.q4 ? 0 : static_cast<size_t>(rows));
-  q4_rows_.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
-  for (int64_t r = 0; r < rows; ++r) {
+  fp32.resize(c.format.q4 ? 0 : static_cast<size_t>(rows));
+  q4.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
+  for (int64_t r = begin; r < end; ++r) {
     const size_t i = static_cast<size_t>(r);
     if (r < g) {
       row_at(i, tiers_.Device(home.gpu), g, c.max_len, r);
@@ -273,20 +282,21 @@ void BlockCompute::BuildRows(const Step& step, int block, int rows) {
     const uint64_t bytes =
         static_cast<uint64_t>(p_.plan.cache_sink + p_.plan.cache_window) * c.head_dim * 4;
     const uint64_t at = static_cast<uint64_t>(slice * n + (on_host ? r - g : r)) * bytes;
-    q4_rows_[i].k_exact = exact.Sub(at, bytes, SpanType::kF32);
-    q4_rows_[i].v_exact = exact.Sub(exact.bytes() / 2 + at, bytes, SpanType::kF32);
+    q4[i].k_exact = exact.Sub(at, bytes, SpanType::kF32);
+    q4[i].v_exact = exact.Sub(exact.bytes() / 2 + at, bytes, SpanType::kF32);
   }
 }
 
-void BlockCompute::WriteRows(Stream& stream, int row_begin, int row_end, const StepInput& in,
-                             DeviceSpan k_new, DeviceSpan v_new) {
+void BlockCompute::WriteRows(Stream& stream, const std::vector<KvRow>& table, int row_begin,
+                             int row_end, const StepInput& in, DeviceSpan k_new,
+                             DeviceSpan v_new) const {
   const ModelConfig& cfg = model_.config();
   const int kvh = cfg.num_kv_heads;
   const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
   const int tokens = in.new_tokens;
   const uint64_t first = static_cast<uint64_t>(in.cache_len - tokens) * head;
   for (int r = row_begin; r < row_end; ++r) {
-    const KvRow& row = rows_[static_cast<size_t>(r)];
+    const KvRow& row = table[static_cast<size_t>(r)];
     const int b = r / kvh, h = r % kvh;
     for (int t = 0; t < tokens; ++t) {
       const uint64_t src = ((static_cast<uint64_t>(b) * tokens + t) * kvh + h) * head;
@@ -319,15 +329,8 @@ KvQ4Step BlockCompute::Q4StepOf(const StepInput& in) const {
   return s;
 }
 
-void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream& stream,
-                             DeviceSpan hidden, LaneRecord& record) {
+AttentionShape BlockCompute::ShapeOf(const StepInput& in) const {
   const ModelConfig& cfg = model_.config();
-  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
-  const DeviceLayerWeights& w =
-      block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
-  const Transformer::AttentionBuffers buf = transformer_.AttentionInputs(stream, w, in, hidden);
-  const int rows = in.batch * cfg.num_kv_heads;
-  BuildRows(step, block, rows);
   AttentionShape shape;
   shape.batch = in.batch;
   shape.new_tokens = in.new_tokens;
@@ -336,13 +339,60 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   shape.head_dim = cfg.head_dim;
   shape.cache_len = in.cache_len;
   shape.scale = cfg.AttentionScale();
+  return shape;
+}
+
+int BlockCompute::LocalRows(const Step& step, int rows) const {
   // Rows [0, local) are attended where the layer computes; with CPU delegation in a decode step,
   // the rest on the CPU where they live.
-  const int local = delegate_ && step.token > 0
-                        ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
-                        : rows;
+  return delegate_ && step.token > 0 ? static_cast<int>(std::min<int64_t>(rows, p_.cache.rows.gpu))
+                                     : rows;
+}
+
+BlockCompute::WorkspaceView BlockCompute::WorkspaceOf(int micro_batch, int batch, int local,
+                                                      int rows) const {
+  // A decode step: one token, so the heads of rows [local, rows) are one contiguous range of q
+  // and of the output, and their keys and values one of k and v.
+  const ModelConfig& cfg = model_.config();
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / cfg.num_kv_heads) * head;
+  WorkspaceView w;
+  w.begin = static_cast<uint64_t>(local) * per_row;
+  w.end = static_cast<uint64_t>(rows) * per_row;
+  w.kv_begin = static_cast<uint64_t>(local) * head;
+  w.kv_end = static_cast<uint64_t>(rows) * head;
+  // Queries, outputs, keys and values, each sized for a whole micro-batch.
+  const CpuExtent& workspace = p_.cache.cpu_workspace[micro_batch % 2];
+  const uint64_t q_max = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads * head;
+  const uint64_t kv_max =
+      static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_kv_heads * head;
+  const uint64_t at[] = {0, q_max, 2 * q_max, 2 * q_max + kv_max};
+  const uint64_t q_bytes = static_cast<uint64_t>(batch) * cfg.num_heads * head;
+  const uint64_t kv_bytes = static_cast<uint64_t>(batch) * cfg.num_kv_heads * head;
+  STRATA_CHECK(w.end == q_bytes && w.kv_end == kv_bytes);
+  uint8_t* host = tiers_.At(workspace);
+  const DeviceSpan cpu = Host(workspace);
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t bytes = i < 2 ? q_bytes : kv_bytes;
+    w.host[i] = std::span<uint8_t>(host + at[i], bytes);
+    w.cpu[i] = cpu.Sub(at[i], bytes, SpanType::kF32);
+  }
+  return w;
+}
+
+void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream& stream,
+                             DeviceSpan hidden, LaneRecord& record) {
+  const ModelConfig& cfg = model_.config();
+  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
+  const DeviceLayerWeights& w =
+      block_views_[std::max(step.weight_slot, 0)][static_cast<size_t>(block)];
+  const Transformer::AttentionBuffers buf = transformer_.AttentionInputs(stream, w, in, hidden);
+  const int rows = in.batch * cfg.num_kv_heads;
+  const int local = LocalRows(step, rows);
+  BuildRows(step, block, 0, local, rows, rows_, q4_rows_);
+  const AttentionShape shape = ShapeOf(in);
   if (!p_.cache.format.q4) {
-    WriteRows(stream, 0, local, in, buf.k, buf.v);
+    WriteRows(stream, rows_, 0, local, in, buf.k, buf.v);
     AttendRows(device_, stream, shape, buf.q, rows_, 0, local, in.start, buf.attn);
   } else {
     const KvQ4Step s = Q4StepOf(in);
@@ -363,57 +413,94 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
       ExactRowsToHost(step, block, rows, stream);
     }
   }
-  if (local < rows) Delegate(step, in, buf, shape, local, rows, stream, record);
+  if (step.kind == StepKind::kComputeToCpu) {
+    // The CPU lane attends rows [local, rows); the part after brings the output back. Until then
+    // the next micro-batch's part before reuses the Transformer's buffers, so the output of rows
+    // [0, local) waits in the workspace too.
+    ToCpu(step.micro_batch, in.batch, buf, local, rows, /*with_local=*/true, stream, record);
+    pending_[static_cast<size_t>(step.micro_batch)] = buf.attn;
+    return;
+  }
+  if (local < rows) {
+    // A schedule that does not split the layer (shape.cpu_attention_decode unset): the CPU's
+    // part runs here, between the copies.
+    ToCpu(step.micro_batch, in.batch, buf, local, rows, /*with_local=*/false, stream, record);
+    stream.Record(*to_cpu_);
+    to_cpu_->HostWait();
+    OnCpu(step, run);
+    FromCpu(step.micro_batch, buf.attn, in.batch, local, rows, /*with_local=*/false, stream,
+            record);
+  }
   transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, buf.attn, hidden);
 }
 
-void BlockCompute::Delegate(const Step& step, const StepInput& in,
-                            const Transformer::AttentionBuffers& buf, const AttentionShape& shape,
-                            int local, int rows, Stream& stream, LaneRecord& record) {
-  // A decode step: one token, so the heads of rows [local, rows) are one contiguous range of q
-  // and of the output, and their keys and values one of k and v.
-  const ModelConfig& cfg = model_.config();
-  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
-  const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / cfg.num_kv_heads) * head;
-  const uint64_t begin = static_cast<uint64_t>(local) * per_row;
-  const uint64_t bytes = static_cast<uint64_t>(rows) * per_row - begin;
-  const uint64_t kv_begin = static_cast<uint64_t>(local) * head;
-  const uint64_t kv_bytes = static_cast<uint64_t>(rows - local) * head;
-  // The workspace: queries, outputs, keys and values, each sized for a whole micro-batch.
-  const CpuExtent& workspace = p_.cache.cpu_workspace[step.micro_batch % 2];
-  const uint64_t q_max = static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_heads * head;
-  const uint64_t kv_max =
-      static_cast<uint64_t>(p_.shape.gpu_batch_size) * cfg.num_kv_heads * head;
-  const uint64_t at[] = {0, q_max, 2 * q_max, 2 * q_max + kv_max};  // q, out, k, v
-  uint8_t* host = tiers_.At(workspace);
-  const DeviceSpan cpu = Host(workspace);
-  const DeviceSpan q_cpu = cpu.Sub(at[0], buf.q.bytes(), SpanType::kF32);
-  const DeviceSpan out_cpu = cpu.Sub(at[1], buf.q.bytes(), SpanType::kF32);
-  const DeviceSpan k_cpu = cpu.Sub(at[2], buf.k.bytes(), SpanType::kF32);
-  const DeviceSpan v_cpu = cpu.Sub(at[3], buf.v.bytes(), SpanType::kF32);
+void BlockCompute::AttentionFromCpu(const Step& step, BlockRun& run, Stream& stream,
+                                    DeviceSpan hidden, LaneRecord& record) {
+  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
+  const int rows = in.batch * model_.config().num_kv_heads;
+  const DeviceSpan attn = pending_[static_cast<size_t>(step.micro_batch)];
+  FromCpu(step.micro_batch, attn, in.batch, LocalRows(step, rows), rows, /*with_local=*/true,
+          stream, record);
+  const DeviceLayerWeights& w = block_views_[std::max(step.weight_slot, 0)]
+                                            [static_cast<size_t>(BlockOfLayer(step.layer))];
+  transformer_.AttentionOutput(stream, w, in.batch * in.new_tokens, attn, hidden);
+}
+
+void BlockCompute::ToCpu(int micro_batch, int batch, const Transformer::AttentionBuffers& buf,
+                         int local, int rows, bool with_local, Stream& stream,
+                         LaneRecord& record) {
+  const WorkspaceView ws = WorkspaceOf(micro_batch, batch, local, rows);
+  const uint64_t bytes = ws.end - ws.begin, kv_bytes = ws.kv_end - ws.kv_begin;
   const double t0 = record.NowUs();
-  stream.CopyToHost({host + at[0] + begin, bytes}, buf.q.Sub(begin, bytes));
-  stream.CopyToHost({host + at[2] + kv_begin, kv_bytes}, buf.k.Sub(kv_begin, kv_bytes));
-  stream.CopyToHost({host + at[3] + kv_begin, kv_bytes}, buf.v.Sub(kv_begin, kv_bytes));
-  stream.Record(*to_cpu_);
-  to_cpu_->HostWait();
-  const double t1 = record.NowUs();
-  record.AddTransfer(Link::kGpuToCpu, t0, t1, bytes + 2 * kv_bytes);
+  uint64_t moved = 0;
+  if (bytes > 0) {
+    stream.CopyToHost(ws.host[0].subspan(ws.begin), buf.q.Sub(ws.begin, bytes));
+    stream.CopyToHost(ws.host[2].subspan(ws.kv_begin), buf.k.Sub(ws.kv_begin, kv_bytes));
+    stream.CopyToHost(ws.host[3].subspan(ws.kv_begin), buf.v.Sub(ws.kv_begin, kv_bytes));
+    moved += bytes + 2 * kv_bytes;
+  }
+  if (with_local && ws.begin > 0) {
+    stream.CopyToHost(ws.host[1].first(ws.begin), buf.attn.Sub(0, ws.begin));
+    moved += ws.begin;
+  }
+  record.AddTransfer(Link::kGpuToCpu, t0, record.NowUs(), moved);
+}
+
+void BlockCompute::FromCpu(int micro_batch, DeviceSpan attn, int batch, int local, int rows,
+                           bool with_local, Stream& stream, LaneRecord& record) {
+  const WorkspaceView ws = WorkspaceOf(micro_batch, batch, local, rows);
+  const uint64_t from = with_local ? 0 : ws.begin;
+  const double t0 = record.NowUs();
+  stream.CopyToDevice(attn.Sub(from, ws.end - from), ws.host[1].subspan(from));
+  record.AddTransfer(Link::kCpuToGpu, t0, record.NowUs(), ws.end - from);
+}
+
+void BlockCompute::CpuAttention(const Step& step, const BlockRun& run) {
+  STRATA_CHECK(step.kind == StepKind::kCpuAttention && delegate_);
+  OnCpu(step, run);
+}
+
+void BlockCompute::OnCpu(const Step& step, const BlockRun& run) {
+  const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
+  const int rows = in.batch * model_.config().num_kv_heads;
+  const int local = LocalRows(step, rows);
+  if (local == rows) return;  // a short micro-batch whose rows all live on the GPU
+  const WorkspaceView ws = WorkspaceOf(step.micro_batch, in.batch, local, rows);
+  const DeviceSpan &q_cpu = ws.cpu[0], &out_cpu = ws.cpu[1], &k_cpu = ws.cpu[2],
+                   &v_cpu = ws.cpu[3];
+  BuildRows(step, BlockOfLayer(step.layer), local, rows, rows, cpu_rows_, cpu_q4_rows_);
   // The CPU writes the keys and values into its rows, and attends them.
   if (p_.cache.format.q4) {
     const KvQ4Step s = Q4StepOf(in);
-    const auto table = std::span<const KvQ4Row>(q4_rows_).subspan(static_cast<size_t>(local));
+    const auto table = std::span<const KvQ4Row>(cpu_q4_rows_).subspan(static_cast<size_t>(local));
     cpu_.WriteKvQ4(*cpu_stream_, s, k_cpu, v_cpu, in.start, table, local);
     cpu_.AttendKvQ4(*cpu_stream_, s, q_cpu, in.start, table, local, out_cpu);
   } else {
-    WriteRows(*cpu_stream_, local, rows, in, k_cpu, v_cpu);
-    AttendRows(cpu_, *cpu_stream_, shape, q_cpu, rows_, local, rows, in.start, out_cpu);
+    WriteRows(*cpu_stream_, cpu_rows_, local, rows, in, k_cpu, v_cpu);
+    AttendRows(cpu_, *cpu_stream_, ShapeOf(in), q_cpu, cpu_rows_, local, rows, in.start, out_cpu);
   }
   cpu_stream_->Record(*cpu_done_);
   cpu_done_->HostWait();
-  const double t2 = record.NowUs();
-  stream.CopyToDevice(buf.attn.Sub(begin, bytes), {host + at[1] + begin, bytes});
-  record.AddTransfer(Link::kCpuToGpu, t2, record.NowUs(), bytes);
 }
 
 void BlockCompute::ExactRowsToHost(const Step& step, int block, int rows, Stream& stream) {

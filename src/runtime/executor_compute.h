@@ -1,7 +1,9 @@
 // The compute steps of the executor: one scheduling layer for one micro-batch, on weights and a
 // KV cache wherever placement put them. Decode attention over rows that live in CPU memory runs
 // on the CPU over those rows (CPU delegation) with the micro-batch's own CPU workspace, so the
-// next micro-batch's load never touches what this one computes on.
+// next micro-batch's load never touches what this one computes on. A schedule that splits such a
+// step (ScheduleShape::cpu_attention_decode) runs the CPU's part on a lane of its own
+// (CpuAttention) while the compute lane goes on with other micro-batches.
 //
 // With the 4-bit cache (plan.compress_cache) the rows hold codes and params wherever they live,
 // and the backend's 4-bit ops (Backend::WriteKvQ4, AttendKvQ4) write and attend them: each step
@@ -23,6 +25,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -57,7 +60,7 @@ struct BlockRun {
 // When the input layer's weights are off the GPU, its weight slot holds only the rows of the
 // step's tokens and positions (BlockRun::input_rows), which the embedding looks up by index.
 //
-// Thread-compatible: only the compute lane uses it.
+// Thread-compatible: the compute lane calls Run, and the CPU lane CpuAttention beside it.
 class BlockCompute {
  public:
   // REQUIRES: all outlive this object; `cpu_backend` is the CPU's (the same kind in builds
@@ -65,25 +68,62 @@ class BlockCompute {
   BlockCompute(const Model& model, Backend& device_backend, Backend& cpu_backend,
                const Placement& placement, const MemoryTiers& tiers);
 
-  // Runs compute step `step` of `run`, its device work on `stream` (the compute lane's; CPU
-  // attention on a CPU stream of its own).
+  // Runs compute-lane step `step` of `run` (kCompute, or CPU delegation's kComputeToCpu and
+  // kComputeFromCpu), its device work on `stream` (the compute lane's). A kCompute attention step
+  // that delegates (a schedule that does not split it) runs the CPU's part itself, between
+  // host waits.
   void Run(const Step& step, int blocks, BlockRun& run, Stream& stream, LaneRecord& record);
+  // Runs CPU-lane step `step` (kCpuAttention) of `run`: micro-batch step.micro_batch's delegated
+  // rows' keys and values into their rows and their attention, from and to its CPU workspace, on
+  // the CPU backend's stream; returns once that work has finished. REQUIRES: the part before's
+  // copies to the workspace have landed and the part after has not begun. May run on another
+  // thread than Run does, at the same time: it touches only the CPU stream, the CPU's row tables
+  // and the workspace, and reads run.inputs[step.micro_batch].
+  void CpuAttention(const Step& step, const BlockRun& run);
+  // True when decode attention over the off-GPU cache rows runs on the CPU.
+  bool delegates() const { return delegate_; }
 
  private:
+  // A micro-batch's CPU workspace (placement's cache.cpu_workspace[micro_batch % 2]) for a
+  // decode step of `batch` sequences whose rows [local, rows) are delegated. Regions, each sized
+  // for a whole micro-batch and viewed here at the step's size: 0 queries, 1 outputs, 2 keys,
+  // 3 values; the delegated rows' bytes are [begin, end) of 0 and 1 and [kv_begin, kv_end) of
+  // 2 and 3.
+  struct WorkspaceView {
+    std::span<uint8_t> host[4];
+    DeviceSpan cpu[4];  // the same bytes as host_arena_ spans, for the CPU backend's ops
+    uint64_t begin = 0, end = 0, kv_begin = 0, kv_end = 0;
+  };
+  WorkspaceView WorkspaceOf(int micro_batch, int batch, int local, int rows) const;
+
   void Input(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden);
+  // The attention layer, or with kComputeToCpu its part before the CPU: projections, the new
+  // keys and values into the rows where the layer computes and their attention, then the
+  // delegated rows' queries, keys and values (and the local rows' output) to the workspace.
   void Attention(const Step& step, int block, BlockRun& run, Stream& stream, DeviceSpan hidden,
                  LaneRecord& record);
+  // kComputeFromCpu: the attention output back from the workspace, the output projection.
+  void AttentionFromCpu(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden,
+                        LaneRecord& record);
+  AttentionShape ShapeOf(const StepInput& in) const;
+  // Rows [0, LocalRows) of a step's `rows` are attended where the layer computes, the rest on
+  // the CPU (CPU delegation, decode steps).
+  int LocalRows(const Step& step, int rows) const;
   // Smoothed keys (plan.smooth_keys()): the means and scales of micro-batch step.micro_batch's
   // first `batch` sequences in layer `block` (placement's cache.smoothing).
   std::pair<DeviceSpan, DeviceSpan> SmoothingOf(const Step& step, int block, int batch) const;
   // The 4-bit cache's step shape and format for `in`.
   KvQ4Step Q4StepOf(const StepInput& in) const;
-  // Decode attention of rows [local, rows) on the CPU where they live (CPU delegation): the
-  // step's queries, keys and values go to the micro-batch's CPU workspace, the CPU writes the
-  // keys and values into its rows and attends them, and the result comes back into buf.attn.
-  void Delegate(const Step& step, const StepInput& in, const Transformer::AttentionBuffers& buf,
-                const AttentionShape& shape, int local, int rows, Stream& stream,
-                LaneRecord& record);
+  // CPU delegation, on `stream`: the delegated rows' queries, keys and values to the workspace,
+  // and with `with_local` the output of rows [0, local) as well.
+  void ToCpu(int micro_batch, int batch, const Transformer::AttentionBuffers& buf, int local,
+             int rows, bool with_local, Stream& stream, LaneRecord& record);
+  // The CPU's part: it writes the step's keys and values into the delegated rows where they live
+  // and attends them, from and to the workspace; returns once done.
+  void OnCpu(const Step& step, const BlockRun& run);
+  // The delegated rows' output (with `with_local`, every row's) from the workspace into `attn`.
+  void FromCpu(int micro_batch, DeviceSpan attn, int batch, int local, int rows, bool with_local,
+               Stream& stream, LaneRecord& record);
   // CPU delegation with exact tokens, at the prefill: the exact rows of the slice's off-GPU rows,
   // written on the device, to the host tier (placement's cache.exact_cpu).
   void ExactRowsToHost(const Step& step, int block, int rows, Stream& stream);
@@ -97,14 +137,15 @@ class BlockCompute {
   // logits[rows, vocab] of `rows` rows of last_hidden, computed on `stream` into placement's
   // logits.
   DeviceSpan Logits(const Step& step, Stream& stream, int rows);
-  // fp32 rows [row_begin, row_end) of rows_ take the step's keys and values, k_new and v_new
+  // fp32 rows [row_begin, row_end) of `table` take the step's keys and values, k_new and v_new
   // [batch * tokens, kv_heads * head_dim] in the rows' arena (the device's, or host_arena_ for
   // rows delegated to the CPU), in their slots of `in`'s new tokens: copies on `stream`.
-  void WriteRows(Stream& stream, int row_begin, int row_end, const StepInput& in,
-                 DeviceSpan k_new, DeviceSpan v_new);
-  // The KV rows of slice (block, k) for `step`, in rows_ (fp32) or q4_rows_ (4-bit, with their
-  // exact rows).
-  void BuildRows(const Step& step, int block, int rows);
+  void WriteRows(Stream& stream, const std::vector<KvRow>& table, int row_begin, int row_end,
+                 const StepInput& in, DeviceSpan k_new, DeviceSpan v_new) const;
+  // Rows [begin, end) of the `rows` KV rows of slice (block, k) for `step`, in `fp32` or `q4`
+  // (4-bit, with their exact rows), which are sized to `rows`.
+  void BuildRows(const Step& step, int block, int begin, int end, int rows,
+                 std::vector<KvRow>& fp32, std::vector<KvQ4Row>& q4) const;
   // A host-tier extent as a span of host_arena_ (the CPU backend's view of the host tier).
   DeviceSpan Host(const CpuExtent& e) const;
   // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
@@ -126,14 +167,18 @@ class BlockCompute {
   std::unique_ptr<DeviceArena> host_arena_;  // the host tier, for the CPU backend's ops
   std::unique_ptr<Stream> cpu_stream_;       // CPU attention's
   std::unique_ptr<Event> output_ready_, to_cpu_, cpu_done_;
+  // [micro-batch]: where its part before left the attention output for its part after.
+  std::vector<DeviceSpan> pending_;
   std::vector<DeviceLayerWeights> block_views_[2];  // [slot][block]
   DeviceModelWeights model_views_[2];               // input and output tensors, [slot]
   std::vector<float> prompt_logits_;       // read back from the device
   std::vector<SamplingSpec> specs_;        // the output layer's draws
   std::vector<int32_t> forced_, sampled_;  //   and the ids
   std::vector<double> logprobs_;
-  std::vector<KvRow> rows_;
+  std::vector<KvRow> rows_;  // the compute lane's row tables
   std::vector<KvQ4Row> q4_rows_;
+  std::vector<KvRow> cpu_rows_;  // the CPU's (CpuAttention, OnCpu)
+  std::vector<KvQ4Row> cpu_q4_rows_;
   int expanded_token_ = -1, expanded_layer_ = -1;  // what expanded_weights holds
 };
 

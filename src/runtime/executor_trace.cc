@@ -58,9 +58,13 @@ std::string ExecutorMetrics::ToString() const {
                 "overlap %.2f (wall / busiest lane)\n",
                 wall_s, prefill_s, sequences, prompt_len, tokens, overlap());
   out += line;
-  std::snprintf(line, sizeof(line), "lanes busy: load %.3f s, compute %.3f s, store %.3f s\n",
-                lane_busy_s[0], lane_busy_s[1], lane_busy_s[2]);
-  out += line;
+  out += "lanes busy:";
+  for (int i = 0; i < kNumLanes; ++i) {
+    std::snprintf(line, sizeof(line), "%s %s %.3f s", i == 0 ? "" : ",",
+                  LaneName(static_cast<Lane>(i)), lane_busy_s[static_cast<size_t>(i)]);
+    out += line;
+  }
+  out += "\n";
   out += "links:";
   for (int i = 0; i < kNumLinks; ++i) {
     if (link_bytes[i] == 0) continue;

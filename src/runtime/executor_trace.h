@@ -1,5 +1,5 @@
-// What the executor did, for people: spans on three lane tracks (load, compute, store) and five
-// link tracks (disk→CPU, CPU→GPU, GPU→GPU, GPU→CPU, CPU→disk), written as Chrome trace events
+// What the executor did, for people: spans on four lane tracks (load, compute, store, cpu) and
+// five link tracks (disk→CPU, CPU→GPU, GPU→GPU, GPU→CPU, CPU→disk), written as Chrome trace events
 // (open in Perfetto or chrome://tracing), and the run's metrics: bytes and busy time per link,
 // busy time per lane, peak bytes per tier next to the plan's, and the overlap achieved.
 #pragma once
@@ -20,7 +20,7 @@ enum class Link : uint8_t { kDiskToCpu, kCpuToGpu, kGpuToGpu, kGpuToCpu, kCpuToD
 inline constexpr int kNumLinks = 5;
 const char* LinkName(Link link);  // "disk->CPU", ...
 
-// A span on a track: a lane (0..2, by Lane) or a link (kNumLanes + Link).
+// A span on a track: a lane (0..kNumLanes - 1, by Lane) or a link (kNumLanes + Link).
 struct TraceSpan {
   int track = 0;
   std::string name;

@@ -67,11 +67,20 @@ Status OffloadGenerator::Place(int prompt_len, int max_len) {
   const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
   auto engine = std::make_unique<Engine>();
   STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape));
+  const OpLimits& limits = engine->placement.op_limits;
+  if (limits.kv_q4) {
+    STRATA_RETURN_IF_ERROR(backend_.SupportsKvQ4(limits.kv_q4_format, limits.head_dim)
+                               .WithContext(std::string("the 4-bit KV cache on the ") +
+                                            backend_.name() + " backend"));
+  }
   STRATA_RETURN_IF_ERROR(CheckHostMemoryFor(engine->placement, prompt_len, max_len,
                                             &engine->planned));
+  // The device tier holds the arena and the backend's own scratch for this block's largest op,
+  // reserved before the token loop.
   STRATA_ASSIGN_OR_RETURN(engine->tiers,
                           MemoryTiers::Create(engine->placement.layout, options_.tiers, backend_,
-                                              engine->placement.weights.weight_file));
+                                              engine->placement.weights.weight_file,
+                                              &engine->placement.op_limits));
   if (plan.compress_weight) {
     const Q4Weights q4(model_);
     STRATA_RETURN_IF_ERROR(
@@ -128,6 +137,7 @@ ScheduleShape OffloadGenerator::ShapeFor(int micro_batches, int tokens) const {
   s.store_cache_prefill = kv.off_gpu() > 0;
   s.load_cache_decode = s.store_cache_decode =
       p.plan.cpu_attention ? kv.disk > 0 : kv.off_gpu() > 0;
+  s.cpu_attention_decode = p.plan.cpu_attention && kv.off_gpu() > 0;
   return s;
 }
 
@@ -174,6 +184,10 @@ Result<std::vector<GenerationResult>> OffloadGenerator::RunBlock(
   // Disk weights read in place from the store live on disk as much as the scratch file does.
   m.peak_bytes.disk_bytes += static_cast<int64_t>(engine_->placement.weights.store_disk_bytes);
   m.planned_bytes = engine_->planned;
+  // The device backend's own scratch lies beside the arena, planned with it (MemoryTiers::Create).
+  const int64_t scratch = static_cast<int64_t>(engine_->tiers->backend_scratch_bytes());
+  m.peak_bytes.gpu_bytes += scratch;
+  if (m.planned_bytes.gpu_bytes >= 0) m.planned_bytes.gpu_bytes += scratch;
   if (options_.keep_trace) {
     const double offset_us = metrics_.wall_s * 1e6;
     for (const LaneRecord& r : records) {

@@ -19,6 +19,19 @@
 // since then of every buffer it writes. Lanes run their steps in list order, so waits are kept
 // only across lanes, and only the latest per lane. Every wait points to an earlier step, so any
 // replay that starts the earliest runnable step makes progress (no deadlock).
+//
+// CPU delegation (FlexGen's CPU attention over the off-GPU cache, shape.cpu_attention_decode):
+// a decode attention layer's iteration splits into three steps. On the compute lane the GPU part
+// before the cache (norm, q/k/v projections, attention over the rows on the GPU, then the copy of
+// the delegated rows' queries, keys and values to the micro-batch's CPU workspace); on the CPU
+// lane the CPU's part (it writes the keys and values into its rows and attends them); and on the
+// compute lane again the part after (the attention output back to the device, the output
+// projection). The compute lane is software-pipelined so that the GPU has work while the CPU
+// attends: micro-batch k's part after runs once micro-batch k + 1's part before is queued
+// (pre 0, pre 1, post 0, pre 2, post 1, ..., pre nb-1, post nb-2, post nb-1). So two
+// micro-batches are in flight, each in its own workspace (micro-batch % 2). A hidden-state store
+// follows the part after; a load into a slot follows every use of the slot before it, so with
+// moving activations micro-batch k + 2's hidden states load after micro-batch k's are stored.
 #pragma once
 
 #include <compare>
@@ -29,9 +42,10 @@
 
 namespace strata {
 
-enum class Lane : uint8_t { kLoad = 0, kCompute = 1, kStore = 2 };
-inline constexpr int kNumLanes = 3;
-const char* LaneName(Lane lane);  // "load", "compute", "store"
+// kCpu runs CPU attention over host-resident cache rows (CPU delegation) beside the GPU's work.
+enum class Lane : uint8_t { kLoad = 0, kCompute = 1, kStore = 2, kCpu = 3 };
+inline constexpr int kNumLanes = 4;
+const char* LaneName(Lane lane);  // "load", "compute", "store", "cpu"
 
 enum class StepKind : uint8_t {
   kLoadWeights,
@@ -40,6 +54,11 @@ enum class StepKind : uint8_t {
   kCompute,
   kStoreCache,
   kStoreActivations,
+  // CPU delegation's three parts of a decode attention layer (see above): the compute lane's
+  // part before the CPU, the CPU lane's attention, and the compute lane's part after.
+  kComputeToCpu,
+  kCpuAttention,
+  kComputeFromCpu,
 };
 const char* StepKindName(StepKind kind);  // "load_weights", ...
 
@@ -64,6 +83,8 @@ enum class BufferKind : uint8_t {
   kActivationHome,  // index: k
   kTokens,          // index 0: the block's sampled tokens, written by the output layer's
                     // computes and read by the input embedding's row gather
+  kCpuWorkspace,    // index: micro-batch % 2: CPU delegation's queries, keys, values and
+                    // attention output in host memory
 };
 const char* BufferKindName(BufferKind kind);
 
@@ -112,6 +133,9 @@ struct ScheduleShape {
   // Attention layers send (part of) the new keys and values home from a cache slot.
   bool store_cache_prefill = false;
   bool store_cache_decode = false;
+  // Decode attention layers delegate (part of) their rows to the CPU: each splits into the
+  // compute lane's part before, the CPU lane's attention and the compute lane's part after.
+  bool cpu_attention_decode = false;
 
   // InvalidArgument naming the first bad count.
   Status Validate() const;

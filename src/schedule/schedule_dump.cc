@@ -10,19 +10,26 @@ std::string DumpSchedule(const BlockSchedule& schedule) {
   std::array<int, kNumLanes> per_lane{};
   for (const Step& step : schedule.steps) ++per_lane[static_cast<int>(step.lane)];
   char line[256];
+  // The CPU lane and its flag show only in a schedule that delegates, so that other dumps read as
+  // they did before the lane existed.
+  const bool cpu = s.cpu_attention_decode;
   std::snprintf(line, sizeof(line),
                 "# block schedule: %d blocks (%d scheduling layers), %d micro-batches, %d token "
-                "steps; %zu steps (load %d, compute %d, store %d)\n",
+                "steps; %zu steps (load %d, compute %d, store %d",
                 s.blocks, schedule.num_layers(), s.num_micro_batches, s.num_tokens,
                 schedule.steps.size(), per_lane[0], per_lane[1], per_lane[2]);
   std::string out = line;
+  if (cpu) out += ", cpu " + std::to_string(per_lane[static_cast<int>(Lane::kCpu)]);
+  out += ")\n";
   std::snprintf(line, sizeof(line),
                 "# loads weights: input %d, blocks %d, output %d; moves activations %d; cache: "
-                "load decode %d, store prefill %d, store decode %d\n",
+                "load decode %d, store prefill %d, store decode %d",
                 s.load_input_weights, s.load_block_weights, s.load_output_weights,
                 s.move_activations, s.load_cache_decode, s.store_cache_prefill,
                 s.store_cache_decode);
   out += line;
+  if (cpu) out += "; CPU attention in decode 1";
+  out += "\n";
   for (const Step& step : schedule.steps) {
     const LayerRole role = RoleOfLayer(step.layer, s.blocks);
     std::string layer = LayerRoleName(role);

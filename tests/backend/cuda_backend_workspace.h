@@ -1,5 +1,6 @@
 // The cross-backend op tests' side of one backend (BackendWorkspace): an arena, a stream and an
-// event, with host weights of every dtype to put there. Shared by cuda_backend_test.cc and
+// event, with host weights of every dtype to put there; and their fixture (CrossBackendTest), the
+// CPU and CUDA backends each with a workspace. Shared by cuda_backend_test.cc and
 // cuda_kv_q4_backend_test.cc.
 #pragma once
 
@@ -11,6 +12,8 @@
 #include <vector>
 
 #include "src/backend/backend.h"
+#include "src/backend/cpu/cpu_backend.h"
+#include "src/backend/cuda/cuda_backend.h"
 #include "src/core/check.h"
 #include "src/core/dtype.h"
 #include "tests/backend/gpu_test_util.h"
@@ -75,6 +78,12 @@ class BackendWorkspace {
     stream_->CopyToDevice(weight.data, bytes);
     return weight;
   }
+  // A fresh span holding `bytes` as raw bytes.
+  DeviceSpan Raw(std::span<const uint8_t> bytes) {
+    const DeviceSpan span = Take(bytes.size(), SpanType::kBytes);
+    stream_->CopyToDevice(span, bytes);
+    return span;
+  }
   // A fresh span of `bytes` raw bytes, every one `fill`.
   DeviceSpan Raw(uint64_t bytes, uint8_t fill) {
     const DeviceSpan span = Take(bytes, SpanType::kBytes);
@@ -116,6 +125,29 @@ class BackendWorkspace {
   std::unique_ptr<Event> event_;
   std::unique_ptr<DeviceArena> arena_;
   uint64_t used_ = 0;
+};
+
+// The CPU backend and the CUDA backend, each with a workspace of kArenaBytes; skips without a
+// CUDA device (GpuTest).
+class CrossBackendTest : public GpuTest {
+ protected:
+  // Enough for the largest case: a 4097 x 1000 fp32 weight and its activations.
+  static constexpr uint64_t kArenaBytes = uint64_t{64} << 20;
+
+  void SetUp() override {
+    GpuTest::SetUp();
+    if (IsSkipped()) return;
+    cpu_ = MakeCpuBackend();
+    gpu_ = MakeCudaBackend();
+    ASSERT_NE(gpu_, nullptr);
+    host_ = std::make_unique<BackendWorkspace>(*cpu_, kArenaBytes);
+    dev_ = std::make_unique<BackendWorkspace>(*gpu_, kArenaBytes);
+  }
+
+  std::unique_ptr<Backend> cpu_;
+  std::unique_ptr<Backend> gpu_;
+  std::unique_ptr<BackendWorkspace> host_;  // cpu_'s
+  std::unique_ptr<BackendWorkspace> dev_;   // gpu_'s
 };
 
 }  // namespace strata::testing

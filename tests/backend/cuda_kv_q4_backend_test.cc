@@ -6,20 +6,22 @@
 // operands against the CPU's fp32, as in attention_decode_q4c_test.cc), the smoothing within 1e-6
 // (fp64 sums and single fp32 operations on both sides). Rows lie in shuffled order across two
 // poisoned buffers, each with its own stride, and every cache op is given as two calls split
-// inside a sequence, as CPU delegation splits a micro-batch's rows.
+// inside a sequence, as CPU delegation splits a micro-batch's rows. Shapes: head_dim 64 and 128
+// with 1, 4 and 8 query heads per KV head (and 2, 3), one sequence and 64, prompts of 1, 17, 30,
+// 31, 33, 40, 90 and 95 tokens.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
 #include <numeric>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "src/backend/backend.h"
-#include "src/backend/cpu/cpu_backend.h"
-#include "src/backend/cuda/cuda_backend.h"
 #include "src/backend/q4_sizes.h"
 #include "tests/backend/cuda_backend_workspace.h"
 #include "tests/backend/gpu_test_util.h"
@@ -27,7 +29,6 @@
 namespace strata::testing {
 namespace {
 
-constexpr uint64_t kArenaBytes = uint64_t{64} << 20;
 constexpr uint64_t kPlaneAlign = 256;
 
 struct CacheCase {
@@ -164,18 +165,8 @@ class KeySource {
   std::vector<float> mean_, spread_;
 };
 
-class CudaKvQ4BackendTest : public GpuTest {
+class CudaKvQ4BackendTest : public CrossBackendTest {
  protected:
-  void SetUp() override {
-    GpuTest::SetUp();
-    if (IsSkipped()) return;
-    cpu_ = MakeCpuBackend();
-    gpu_ = MakeCudaBackend();
-    ASSERT_NE(gpu_, nullptr);
-    host_ = std::make_unique<BackendWorkspace>(*cpu_, kArenaBytes);
-    dev_ = std::make_unique<BackendWorkspace>(*gpu_, kArenaBytes);
-  }
-
   // A prefill, then single-token decode steps, on both backends: the cache bytes after every
   // write and the attention outputs of every decode step compared.
   void RunCache(const CacheCase& c) {
@@ -199,13 +190,13 @@ class CudaKvQ4BackendTest : public GpuTest {
     step.head_dim = d;
     step.scale = 1.0f / std::sqrt(static_cast<float>(d));
     step.format = c.format;
-    // Inside sequence 1, so that both calls have a sequence they cover only in part.
-    const int split = kvh + 1;
-    ASSERT_LT(split, rows);
+    // Inside sequence 1, so that both calls have a sequence they cover only in part; with one
+    // sequence inside it, and with one row in one call.
+    const int split = rows > kvh + 1 ? kvh + 1 : rows / 2;
     // `op(rows, row_begin)` over rows [0, split), then [split, rows).
     auto in_two_calls = [split](const BackendCache& cache, auto&& op) {
       const std::span<const KvQ4Row> all(cache.rows);
-      op(all.first(static_cast<size_t>(split)), 0);
+      if (split > 0) op(all.first(static_cast<size_t>(split)), 0);
       op(all.subspan(static_cast<size_t>(split)), split);
     };
     for (int s = 0; s <= c.decode_steps; ++s) {
@@ -243,129 +234,125 @@ class CudaKvQ4BackendTest : public GpuTest {
       EXPECT_LT(NormalizedError(ToDouble(want), attend(*gpu_, *dev_, gpu_cache)), 5e-3);
     }
   }
-
-  std::unique_ptr<Backend> cpu_;
-  std::unique_ptr<Backend> gpu_;
-  std::unique_ptr<BackendWorkspace> host_;  // cpu_'s
-  std::unique_ptr<BackendWorkspace> dev_;   // gpu_'s
 };
 
-// The default format: keys by channel with exact sink and window tokens. The prompt and the
-// steps after it cross key-group boundaries of every sequence (32 real tokens apart, counted
-// from each one's start) and wrap the window's ring.
-TEST_F(CudaKvQ4BackendTest, KeysByChannelMatchCpu) {
-  CacheCase c;
-  c.name = "keys by channel, sink 4, window 64";
-  c.format.keys_by_channel = true;
-  c.format.sink = 4;
-  c.format.window = 64;
-  c.head_dim = 128;
-  c.kv_heads = 2;
-  c.heads = 8;
-  c.prompt = 90;
-  c.decode_steps = 14;
-  c.start = {0, 7, 33};
-  RunCache(c);
+// Starts 0, 1, ..., period - 1 over and over, for `batch` sequences.
+std::vector<int> CyclingStarts(int batch, int period) {
+  std::vector<int> start(static_cast<size_t>(batch));
+  for (int b = 0; b < batch; ++b) start[b] = b % period;
+  return start;
 }
 
-TEST_F(CudaKvQ4BackendTest, KeysByChannelAtHeadDim64MatchCpu) {
-  CacheCase c;
-  c.name = "keys by channel, head_dim 64, sink 1, window 32";
-  c.format.keys_by_channel = true;
-  c.format.sink = 1;
-  c.format.window = 32;
-  c.head_dim = 64;
-  c.kv_heads = 3;
-  c.heads = 3;
-  c.prompt = 30;
-  c.decode_steps = 6;
-  c.start = {2, 0};
-  RunCache(c);
+constexpr KvQ4Format kPlainKeys{};
+constexpr KvQ4Format kRotatedKeys{.rotate_keys = true};
+constexpr KvQ4Format ChannelKeys(int sink, int window) {
+  return {.keys_by_channel = true, .sink = sink, .window = window};
 }
 
-TEST_F(CudaKvQ4BackendTest, RotatedPerTokenKeysMatchCpu) {
-  CacheCase c;
-  c.name = "rotated per-token keys, no exact tokens";
-  c.format.rotate_keys = true;
-  c.head_dim = 64;
-  c.kv_heads = 2;
-  c.heads = 6;
-  c.prompt = 40;
-  c.decode_steps = 5;
-  c.start = {0, 3, 20};
-  RunCache(c);
+// The default format (keys by channel with exact sink and window tokens) and the per-token ones.
+// Prompts and the steps after them cross key-group boundaries of every sequence (32 real tokens
+// apart, counted from each one's start) and wrap the window's ring.
+std::vector<CacheCase> CacheCases() {
+  return {
+      {"ChannelD128G4", ChannelKeys(4, 64), 128, 2, 8, 90, 14, {0, 7, 33}},
+      {"ChannelD64G1", ChannelKeys(1, 32), 64, 3, 3, 30, 6, {2, 0}},
+      {"ChannelD128G8OneSequence", ChannelKeys(4, 32), 128, 1, 8, 1, 33, {0}},
+      {"ChannelD64G8Prompt31", ChannelKeys(4, 32), 64, 4, 32, 31, 3, {0, 1, 30}},
+      {"ChannelD128G1Prompt95", ChannelKeys(1, 64), 128, 4, 4, 95, 2, {0, 31}},
+      {"ChannelD64G4Batch64", ChannelKeys(4, 32), 64, 2, 8, 33, 2, CyclingStarts(64, 33)},
+      {"RotatedD64G3", kRotatedKeys, 64, 2, 6, 40, 5, {0, 3, 20}},
+      {"RotatedD128G4OneSequence", kRotatedKeys, 128, 2, 8, 33, 2, {0}},
+      {"PlainD128G2", kPlainKeys, 128, 2, 4, 17, 3, {5, 0}},
+      {"PlainD128G1Prompt95", kPlainKeys, 128, 2, 2, 95, 1, {0, 94}},
+      {"PlainD64G8Batch64", kPlainKeys, 64, 1, 8, 31, 2, CyclingStarts(64, 31)},
+  };
 }
 
-TEST_F(CudaKvQ4BackendTest, PlainPerTokenKeysMatchCpu) {
-  CacheCase c;
-  c.name = "plain per-token keys, no exact tokens";
-  c.head_dim = 128;
-  c.kv_heads = 2;
-  c.heads = 4;
-  c.prompt = 17;
-  c.decode_steps = 3;
-  c.start = {5, 0};
-  RunCache(c);
-}
+void PrintTo(const CacheCase& c, std::ostream* os) { *os << c.name; }
 
+class CudaKvQ4CacheTest : public CudaKvQ4BackendTest,
+                          public ::testing::WithParamInterface<CacheCase> {};
+
+TEST_P(CudaKvQ4CacheTest, WritesAndDecodeAttentionMatchCpu) { RunCache(GetParam()); }
+
+INSTANTIATE_TEST_SUITE_P(Formats, CudaKvQ4CacheTest, ::testing::ValuesIn(CacheCases()),
+                         [](const ::testing::TestParamInfo<CacheCase>& info) {
+                           return info.param.name;
+                         });
+
+struct SmoothingCase {
+  int head_dim, kv_heads, heads, tokens;
+  std::vector<int> start;  // a sequence with fewer than two real tokens gets the identity
+};
+
+// FitKeySmoothing over a prefill, then SmoothKeys on a prefill's and a decode step's keys and
+// ScaleQueries on a decode step's queries, with the same mean and scale on both sides.
 TEST_F(CudaKvQ4BackendTest, KeySmoothingMatchesCpu) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
-  const int kvh = 2, heads = 6, d = 64, tokens = 48;
-  // The last two sequences have one real token and none: the identity.
-  const std::vector<int> start = {0, 9, 47, 48};
-  const int batch = static_cast<int>(start.size());
-  KvQ4Step step;
-  step.batch = batch;
-  step.num_heads = heads;
-  step.num_kv_heads = kvh;
-  step.head_dim = d;
-  step.tokens = tokens;
-  step.cache_len = tokens;
-  KeySource keys(rng, d);
-  const std::vector<float> prompt = keys.Keys(static_cast<size_t>(batch) * tokens * kvh * d);
-  const size_t n = static_cast<size_t>(batch) * kvh * d;
-  auto fit = [&](Backend& backend, BackendWorkspace& ws) {
-    ws.Reset();
-    const DeviceSpan mean = ws.Floats(n), scale = ws.Floats(n);
-    backend.FitKeySmoothing(ws.stream(), step, ws.Floats(prompt), start, mean, scale);
-    return std::pair(ws.Read(mean), ws.Read(scale));
-  };
-  const auto [cpu_mean, cpu_scale] = fit(*cpu_, *host_);
-  const auto [gpu_mean, gpu_scale] = fit(*gpu_, *dev_);
-  EXPECT_LT(NormalizedError(ToDouble(cpu_mean), gpu_mean), 1e-6);
-  EXPECT_LT(NormalizedError(ToDouble(cpu_scale), gpu_scale), 1e-6);
-  for (size_t i = static_cast<size_t>(2) * kvh * d; i < n; ++i) {
-    ASSERT_EQ(gpu_mean[i], 0.0f) << i;
-    ASSERT_EQ(gpu_scale[i], 1.0f) << i;
-  }
-
-  // Smoothing a prefill's and a decode step's keys, and scaling a decode step's queries, with
-  // the same mean and scale on both sides.
-  for (int step_tokens : {tokens, 1}) {
-    step.tokens = step_tokens;
-    step.cache_len = tokens + (step_tokens == 1 ? 1 : 0);
-    SCOPED_TRACE("tokens " + std::to_string(step_tokens));
-    const std::vector<float> k = keys.Keys(static_cast<size_t>(batch) * step_tokens * kvh * d);
-    auto smooth = [&](Backend& backend, BackendWorkspace& ws) {
+  for (const SmoothingCase& c : {SmoothingCase{64, 2, 6, 48, {0, 9, 47, 48}},
+                                 SmoothingCase{128, 8, 64, 95, {0, 94, 95}},
+                                 SmoothingCase{64, 4, 16, 33, CyclingStarts(64, 34)},
+                                 SmoothingCase{128, 2, 2, 1, {0}},
+                                 SmoothingCase{64, 1, 4, 31, {0, 5}}}) {
+    const int kvh = c.kv_heads, d = c.head_dim, tokens = c.tokens;
+    const int batch = static_cast<int>(c.start.size());
+    SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", heads " << c.heads << "/" << kvh
+                                      << ", " << batch << " x " << tokens << " tokens");
+    KvQ4Step step;
+    step.batch = batch;
+    step.num_heads = c.heads;
+    step.num_kv_heads = kvh;
+    step.head_dim = d;
+    step.tokens = tokens;
+    step.cache_len = tokens;
+    KeySource keys(rng, d);
+    const std::vector<float> prompt = keys.Keys(static_cast<size_t>(batch) * tokens * kvh * d);
+    const size_t n = static_cast<size_t>(batch) * kvh * d;
+    auto fit = [&](Backend& backend, BackendWorkspace& ws) {
       ws.Reset();
-      const DeviceSpan dk = ws.Floats(k);
-      backend.SmoothKeys(ws.stream(), step, dk, ws.Floats(cpu_mean), ws.Floats(cpu_scale));
-      return ws.Read(dk);
+      const DeviceSpan mean = ws.Floats(n), scale = ws.Floats(n);
+      backend.FitKeySmoothing(ws.stream(), step, ws.Floats(prompt), c.start, mean, scale);
+      return std::pair(ws.Read(mean), ws.Read(scale));
     };
-    EXPECT_LT(NormalizedError(ToDouble(smooth(*cpu_, *host_)), smooth(*gpu_, *dev_)), 1e-6);
+    const auto [cpu_mean, cpu_scale] = fit(*cpu_, *host_);
+    const auto [gpu_mean, gpu_scale] = fit(*gpu_, *dev_);
+    EXPECT_LT(NormalizedError(ToDouble(cpu_mean), gpu_mean), 1e-6);
+    EXPECT_LT(NormalizedError(ToDouble(cpu_scale), gpu_scale), 1e-6);
+    for (int b = 0; b < batch; ++b) {
+      if (tokens - c.start[b] >= 2) continue;
+      for (size_t i = static_cast<size_t>(b) * kvh * d; i < static_cast<size_t>(b + 1) * kvh * d;
+           ++i) {
+        ASSERT_EQ(gpu_mean[i], 0.0f) << "sequence " << b << " " << i;
+        ASSERT_EQ(gpu_scale[i], 1.0f) << "sequence " << b << " " << i;
+      }
+    }
+
+    for (int step_tokens : {tokens, 1}) {
+      step.tokens = step_tokens;
+      step.cache_len = tokens + (step_tokens == 1 ? 1 : 0);
+      SCOPED_TRACE("tokens " + std::to_string(step_tokens));
+      const std::vector<float> k = keys.Keys(static_cast<size_t>(batch) * step_tokens * kvh * d);
+      auto smooth = [&](Backend& backend, BackendWorkspace& ws) {
+        ws.Reset();
+        const DeviceSpan dk = ws.Floats(k);
+        backend.SmoothKeys(ws.stream(), step, dk, ws.Floats(cpu_mean), ws.Floats(cpu_scale));
+        return ws.Read(dk);
+      };
+      EXPECT_LT(NormalizedError(ToDouble(smooth(*cpu_, *host_)), smooth(*gpu_, *dev_)), 1e-6);
+    }
+    step.tokens = 1;
+    step.cache_len = tokens + 1;
+    const std::vector<float> q = RandomNormals(rng, static_cast<size_t>(batch) * c.heads * d);
+    auto scale_queries = [&](Backend& backend, BackendWorkspace& ws) {
+      ws.Reset();
+      const DeviceSpan dq = ws.Floats(q);
+      backend.ScaleQueries(ws.stream(), step, dq, ws.Floats(cpu_scale));
+      return ws.Read(dq);
+    };
+    EXPECT_LT(NormalizedError(ToDouble(scale_queries(*cpu_, *host_)), scale_queries(*gpu_, *dev_)),
+              1e-6);
   }
-  step.tokens = 1;
-  step.cache_len = tokens + 1;
-  const std::vector<float> q = RandomNormals(rng, static_cast<size_t>(batch) * heads * d);
-  auto scale_queries = [&](Backend& backend, BackendWorkspace& ws) {
-    ws.Reset();
-    const DeviceSpan dq = ws.Floats(q);
-    backend.ScaleQueries(ws.stream(), step, dq, ws.Floats(cpu_scale));
-    return ws.Read(dq);
-  };
-  EXPECT_LT(NormalizedError(ToDouble(scale_queries(*cpu_, *host_)), scale_queries(*gpu_, *dev_)),
-            1e-6);
 }
 
 // Formats the CUDA kernels do not run yet stop with a message naming them, before any work.

@@ -10,6 +10,7 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/weight_q4.h"
 #include "src/backend/cuda/ops.h"
+#include "tests/backend/gelu_bound.h"
 #include "tests/backend/gpu_test_util.h"
 
 namespace strata::testing {
@@ -131,11 +132,11 @@ TEST_F(ElementwiseOpsTest, ActivationsMatchFp64AndCpu) {
     SCOPED_TRACE(n);
     const std::vector<float> x = RandomNormals(rng, static_cast<size_t>(n), 3.0f);
     const std::vector<float> up = RandomNormals(rng, static_cast<size_t>(n));
-    std::vector<double> relu(n), gelu(n), silu(n);
+    const std::vector<double> gelu = GeluFp64(x);
+    std::vector<double> relu(n), silu(n);
     for (int64_t i = 0; i < n; ++i) {
       const double v = x[i];
       relu[i] = v > 0 ? v : 0;
-      gelu[i] = 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
       silu[i] = v / (1.0 + std::exp(-v)) * up[i];
     }
     std::vector<float> cpu_gelu = x, cpu_silu = x;
@@ -148,8 +149,14 @@ TEST_F(ElementwiseOpsTest, ActivationsMatchFp64AndCpu) {
     dx.Upload(x);
     ASSERT_EQ(cuda_ops::Gelu(dx.get(), n, nullptr), cudaSuccess);
     const std::vector<float> g = dx.Download();
-    EXPECT_LT(NormalizedError(gelu, g), 1e-6);
-    EXPECT_LT(NormalizedError(ToDouble(cpu_gelu), g), 1e-6);
+    // Element by element within GeluErrorBound, absolute plus relative: along the negative tail
+    // 1 + erf cancels in fp32 and a relative bound fails a correct formula (issue 28, seed
+    // 295997207); the CPU twin, itself within one bound, within two.
+    size_t at = 0;
+    EXPECT_LE(WorstGeluError(x, gelu, g, 1.0, &at), 1.0)
+        << "x " << x[at] << " got " << g[at] << " fp64 " << gelu[at];
+    EXPECT_LE(WorstGeluError(x, cpu_gelu, g, 2.0, &at), 1.0)
+        << "x " << x[at] << " got " << g[at] << " cpu " << cpu_gelu[at];
     dx.Upload(x);
     ASSERT_EQ(cuda_ops::SiluMul(dx.get(), dup.get(), n, nullptr), cudaSuccess);
     const std::vector<float> s = dx.Download();

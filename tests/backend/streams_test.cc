@@ -154,7 +154,7 @@ TEST_P(StreamsTest, AnArenaTooLargeIsAnErrorThatSaysWhatToDo) {
   auto arena = backend_->AllocateDeviceArena(uint64_t{1} << 60);
   ASSERT_FALSE(arena.ok());
   EXPECT_EQ(arena.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(arena.status().message().find("--gpu-mem-gib"), std::string::npos)
+  EXPECT_NE(arena.status().message().find("--gpu-memory"), std::string::npos)
       << arena.status().message();
 }
 

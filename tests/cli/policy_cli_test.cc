@@ -363,13 +363,13 @@ TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
   const nlohmann::json m = nlohmann::json::parse(ReadFile(Path("m.json")));
   ASSERT_EQ(m["lanes"]["profile"], "test-box");
   const nlohmann::json& times = m["lanes"]["times"];
-  ASSERT_EQ(times.size(), 2u * 3u * 3u);
+  ASSERT_EQ(times.size(), 2u * 3u * 4u);
   double measured_total = 0;
   for (const nlohmann::json& t : times) {
     const std::string phase = t["phase"], layer = t["layer"], lane = t["lane"];
     EXPECT_TRUE(phase == "prefill" || phase == "decode") << t;
     EXPECT_TRUE(layer == "input" || layer == "transformer" || layer == "output") << t;
-    EXPECT_TRUE(lane == "load" || lane == "compute" || lane == "store") << t;
+    EXPECT_TRUE(lane == "load" || lane == "compute" || lane == "store" || lane == "cpu") << t;
     EXPECT_GE(t["measured_s"].get<double>(), 0) << t;
     measured_total += t["measured_s"].get<double>();
     ASSERT_TRUE(t["predicted_s"].is_number()) << t;
@@ -387,7 +387,7 @@ TEST_F(PolicyCliTest, MetricsPutPredictedNextToMeasuredLaneTimes) {
   }
   // The lanes' measured busy time is the executor's, split: it cannot exceed the run's time.
   EXPECT_GT(measured_total, 0);
-  EXPECT_LT(measured_total, 3 * m["generation_s"].get<double>() + 1e-3);
+  EXPECT_LT(measured_total, 4 * m["generation_s"].get<double>() + 1e-3);
   // Each phase's wall time, predicted and measured; together they are the executor's time.
   const nlohmann::json& phases = m["lanes"]["phases"];
   ASSERT_EQ(phases.size(), 2u);

@@ -239,7 +239,9 @@ void ExpectMatches(const Case& c, int head_dim) {
   for (Q4Isa isa : {Q4Isa::kAvx2, Q4Isa::kAvx512}) {
     if (Q4IsaAvailable(isa) && d % 64 == 0) isas.push_back(isa);
   }
-  for (int group : {1, 3, 8}) {
+  // 20 query heads per KV head: more than 16 heads and (head, group) pairs, which the AVX-512
+  // path's ChannelQuery reduces 16 at a time.
+  for (int group : {1, 3, 8, 20}) {
     const DecodeAttentionQ4Shape s{.batch = kBatch,
                                    .num_heads = kKvHeads * group,
                                    .num_kv_heads = kKvHeads,
@@ -276,6 +278,8 @@ TEST(KvQ4ChannelTest, DecodeAttentionMatchesFp64AroundGroupBoundaries) {
   ExpectMatches({0, kC, 200, 1}, 64);   // no sink
   ExpectMatches({4, 100, 333, 1}, 64);  // a window longer than a group
   ExpectMatches({1, kC, 200, 1}, 128);
+  ExpectMatches({1, kC, 200, 1}, 192);  // an odd number of 64-channel groups
+  ExpectMatches({1, kC, 200, 1}, 256);
   ExpectMatches({1, kC, 150, 1}, 32);  // the scalar path's head sizes
   ExpectMatches({1, kC, 150, 1}, 40);  // a group's params spread over 3 halves a slot
 }

@@ -67,7 +67,7 @@ TEST(MemoryTiersTest, ADeviceTierTheBackendCannotGiveIsAnError) {
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(layout, {}, *backend);
   ASSERT_FALSE(tiers.ok());
   EXPECT_EQ(tiers.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos)
+  EXPECT_NE(tiers.status().message().find("--gpu-memory"), std::string::npos)
       << tiers.status().ToString();
 }
 

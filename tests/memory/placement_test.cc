@@ -283,7 +283,7 @@ TEST(PlacementTest, TiersRefuseALayoutOverTheDeviceCapacity) {
   Result<std::unique_ptr<MemoryTiers>> tiers = MemoryTiers::Create(p->layout, o, *backend);
   ASSERT_FALSE(tiers.ok());
   EXPECT_EQ(tiers.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(tiers.status().message().find("--gpu-mem-gib"), std::string::npos);
+  EXPECT_NE(tiers.status().message().find("--gpu-memory"), std::string::npos);
 }
 
 // The bytes of GPU extent `e`, read back through a stream of `backend` (the tiers' device).

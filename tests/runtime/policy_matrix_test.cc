@@ -446,6 +446,100 @@ TEST_P(FixturePolicyTest, CpuAttentionLoadsNeverOverwriteTheMicroBatchComputing)
   }
 }
 
+// CPU delegation runs on a lane of its own (FlexGen's CPU delegation): while micro-batch i's
+// decode attention runs on the CPU, the compute lane gives the device other micro-batches' work.
+// The CPU backend's stream sleeps before each piece of work, so that a CPU attention step takes a
+// while; the trace then shows compute-lane spans of other micro-batches inside CPU-lane spans, and
+// the tokens are still the reference's. A compute lane that waited for the CPU before going on
+// (as the executor did when the CPU's part ran inline) shows none.
+TEST_P(FixturePolicyTest, CpuAttentionRunsWhileTheComputeLaneGoesOn) {
+  const std::vector<GenerationRequest> block = Block(4);
+  ASSERT_FALSE(block.empty());
+  const std::vector<GenerationResult> want = ReferenceResults(*model_, *tokenizer_, block);
+  auto backend = MakeCpuBackend();
+  auto cpu_backend =
+      MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 300, .seed = 5}});
+  for (const Policy& policy : {kPolicies[3], kPolicies[6]}) {
+    SCOPED_TRACE(policy.name);
+    OffloadOptions o;
+    o.plan = *PlanFromFlexGenPercent(policy.percent, policy.gbs, policy.nb);
+    o.plan.cpu_attention = true;
+    o.tiers.offload_dir = ::testing::TempDir();
+    o.keep_trace = true;
+    OffloadGenerator offload(*model_, *backend, *cpu_backend, *tokenizer_,
+                             EndOfGenerationIds(*tokenizer_, model_->config()), o);
+    Result<BlockSchedule> schedule = offload.ScheduleFor(static_cast<int>(block.size()), 24, 4);
+    ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+    if (!schedule->shape.cpu_attention_decode) {
+      GTEST_SKIP() << "OffloadGenerator::ShapeFor does not yet set "
+                      "ScheduleShape::cpu_attention_decode: CPU attention still runs inline";
+    }
+    Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    EXPECT_EQ(TokensOf(*got), TokensOf(want));
+    EXPECT_GT(offload.metrics().lane_busy_s[static_cast<size_t>(Lane::kCpu)], 0);
+
+    const std::string path = ::testing::TempDir() + "/cpu_lane_trace.json";
+    ASSERT_TRUE(offload.WriteTrace(path).ok());
+    std::ifstream in(path);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    struct Span {
+      double start, end;
+      std::string mb;
+    };
+    // The micro-batch a lane step's span names ("... mb2"), "" for none.
+    const auto mb_of = [](const std::string& name) {
+      const size_t at = name.rfind(" mb");
+      return at == std::string::npos ? std::string() : name.substr(at + 3);
+    };
+    std::vector<Span> cpu, compute;
+    for (const nlohmann::json& e : trace["traceEvents"]) {
+      if (e["ph"] != "X") continue;
+      const int track = e["tid"].get<int>();
+      const Span span{e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>(),
+                      mb_of(e["name"].get<std::string>())};
+      if (track == static_cast<int>(Lane::kCpu)) cpu.push_back(span);
+      if (track == static_cast<int>(Lane::kCompute)) compute.push_back(span);
+    }
+    ASSERT_FALSE(cpu.empty());
+    int beside = 0;  // compute spans of another micro-batch that lie within a CPU attention span
+    for (const Span& c : cpu) {
+      for (const Span& g : compute) {
+        beside += g.mb != c.mb && g.start >= c.start && g.end <= c.end;
+      }
+    }
+    EXPECT_GT(beside, 0) << cpu.size() << " CPU attention steps, none beside other device work";
+  }
+}
+
+// And the CPU lane waits for the device's copies by their events: with the CPU attention steps
+// taking no host wait (their thread still waits until the copies were given), the CPU attends
+// queries, keys and values that have not landed in host memory yet, and the tokens go wrong.
+TEST_P(FixturePolicyTest, CpuAttentionWithoutItsHostWaitsGoesWrong) {
+  const std::vector<GenerationRequest> block = Block(6);
+  ASSERT_FALSE(block.empty());
+  const std::vector<GenerationResult> want = ReferenceResults(*model_, *tokenizer_, block);
+  auto backend = MakeCpuBackend({.streams = {.threaded = true, .max_delay_us = 2000, .seed = 4}});
+  auto cpu_backend = MakeCpuBackend();
+  OffloadOptions o;
+  o.plan = *PlanFromFlexGenPercent(kPolicies[3].percent, kPolicies[3].gbs, kPolicies[3].nb);
+  o.plan.cpu_attention = true;
+  o.tiers.offload_dir = ::testing::TempDir();
+  o.executor.skip_stream_waits = [](const Step& s) { return s.kind == StepKind::kCpuAttention; };
+  OffloadGenerator offload(*model_, *backend, *cpu_backend, *tokenizer_,
+                           EndOfGenerationIds(*tokenizer_, model_->config()), o);
+  Result<BlockSchedule> schedule = offload.ScheduleFor(static_cast<int>(block.size()), 24, 6);
+  ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
+  if (!schedule->shape.cpu_attention_decode) {
+    GTEST_SKIP() << "OffloadGenerator::ShapeFor does not yet set "
+                    "ScheduleShape::cpu_attention_decode: CPU attention still runs inline";
+  }
+  Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), want.size());
+  EXPECT_NE(TokensOf(*got), TokensOf(want));
+}
+
 // Errors are values: an offload directory that does not exist fails the block with a message
 // that names it, before anything runs.
 TEST(OffloadErrorTest, MissingOffloadDirectoryIsAnError) {

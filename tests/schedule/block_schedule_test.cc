@@ -20,7 +20,7 @@ std::vector<ScheduleShape> Shapes() {
   for (int blocks : {1, 2}) {
     for (int nb : {1, 2, 3}) {
       for (int tokens : {1, 3}) {
-        for (int flags = 0; flags < 32; ++flags) {
+        for (int flags = 0; flags < 64; ++flags) {
           ScheduleShape s;
           s.blocks = blocks;
           s.num_micro_batches = nb;
@@ -31,6 +31,7 @@ std::vector<ScheduleShape> Shapes() {
           s.move_activations = flags & 4;
           s.store_cache_prefill = flags & 8;
           s.load_cache_decode = s.store_cache_decode = flags & 16;
+          s.cpu_attention_decode = flags & 32;
           shapes.push_back(s);
         }
       }
@@ -44,7 +45,23 @@ std::string Name(const ScheduleShape& s) {
          " tokens " + std::to_string(s.num_tokens) + " flags w" +
          std::to_string(s.load_block_weights) + std::to_string(s.load_input_weights) + " a" +
          std::to_string(s.move_activations) + " c" + std::to_string(s.store_cache_prefill) +
-         std::to_string(s.load_cache_decode);
+         std::to_string(s.load_cache_decode) + (s.cpu_attention_decode ? " cpu attention" : "");
+}
+
+// The compute-lane and CPU-lane steps: the compute of an iteration, or CPU delegation's parts.
+bool ComputeLike(const Step& step) {
+  return step.lane == Lane::kCompute || step.lane == Lane::kCpu;
+}
+
+// The compute step, or with CPU delegation the part before the CPU, of each (token, layer, k).
+std::map<std::tuple<int, int, int>, int> FirstComputes(const BlockSchedule& s) {
+  std::map<std::tuple<int, int, int>, int> compute;
+  for (const Step& step : s.steps) {
+    if (step.kind == StepKind::kCompute || step.kind == StepKind::kComputeToCpu) {
+      compute[{step.token, step.layer, step.micro_batch}] = step.id;
+    }
+  }
+  return compute;
 }
 
 // Happens-before: the waits plus each lane's own order.
@@ -119,24 +136,31 @@ TEST(BlockScheduleTest, StepCountsFollowTheShape) {
   EXPECT_NE(DumpSchedule(s).find("load_cache"), std::string::npos);
 }
 
+// Every step that uses a slot a load fills (the compute, or CPU delegation's parts) waits for
+// that load.
 TEST(BlockScheduleTest, EveryComputeWaitsForItsLoads) {
   for (const ScheduleShape& shape : Shapes()) {
     const BlockSchedule s = BuildBlockSchedule(shape);
     const Order order(s);
-    std::map<std::tuple<int, int, int>, int> compute;  // (token, layer, k) -> id
-    for (const Step& step : s.steps) {
-      if (step.kind == StepKind::kCompute) {
-        compute[{step.token, step.layer, step.micro_batch}] = step.id;
+    for (const Step& load : s.steps) {
+      if (load.lane != Lane::kLoad) continue;
+      BufferId filled;
+      for (const BufferAccess& a : load.accesses) {
+        if (a.write) filled = a.buffer;
       }
-    }
-    for (const Step& step : s.steps) {
-      if (step.lane != Lane::kLoad) continue;
-      for (int k = 0; k < shape.num_micro_batches; ++k) {
-        if (step.micro_batch >= 0 && step.micro_batch != k) continue;
-        const int c = compute.at({step.token, step.layer, k});
-        EXPECT_TRUE(order.Precedes(step.id, c)) << StepKindName(step.kind) << " #" << step.id
-                                                 << " before compute #" << c << "; " << Name(shape);
+      int users = 0;
+      for (const Step& step : s.steps) {
+        if (!ComputeLike(step) || step.token != load.token || step.layer != load.layer) continue;
+        if (load.micro_batch >= 0 && step.micro_batch != load.micro_batch) continue;
+        bool uses = false;
+        for (const BufferAccess& a : step.accesses) uses = uses || a.buffer == filled;
+        if (!uses) continue;
+        ++users;
+        EXPECT_TRUE(order.Precedes(load.id, step.id))
+            << StepKindName(load.kind) << " #" << load.id << " before " << StepKindName(step.kind)
+            << " #" << step.id << "; " << Name(shape);
       }
+      EXPECT_GT(users, 0) << StepKindName(load.kind) << " #" << load.id << "; " << Name(shape);
     }
   }
 }
@@ -148,12 +172,7 @@ TEST(BlockScheduleTest, NextLoadsOverlapTheCurrentCompute) {
     const BlockSchedule s = BuildBlockSchedule(shape);
     const Order order(s);
     const int nb = shape.num_micro_batches;
-    std::map<std::tuple<int, int, int>, int> compute;
-    for (const Step& step : s.steps) {
-      if (step.kind == StepKind::kCompute) {
-        compute[{step.token, step.layer, step.micro_batch}] = step.id;
-      }
-    }
+    const std::map<std::tuple<int, int, int>, int> compute = FirstComputes(s);
     int checked = 0;
     for (const Step& load : s.steps) {
       if (load.lane != Lane::kLoad) continue;
@@ -163,8 +182,12 @@ TEST(BlockScheduleTest, NextLoadsOverlapTheCurrentCompute) {
       if (load.kind == StepKind::kLoadWeights) t = (g - 1) * nb;  // micro-batch 0 of layer j - 1
       // The input embedding's rows wait for the tokens (InputRowsLoadOnceTheBlockIsSampled).
       if (load.kind == StepKind::kLoadWeights && load.layer == 0) continue;
-      // With one micro-batch the next layer's hidden states exist only after this compute.
-      if (load.kind == StepKind::kLoadActivations && nb == 1) continue;
+      // With one micro-batch the next layer's hidden states exist only after this compute. With
+      // CPU delegation micro-batch k + 2's hidden states take micro-batch k's slot after its part
+      // after the CPU (CpuAttentionOverlapsOtherMicroBatchesOnTheComputeLane).
+      if (load.kind == StepKind::kLoadActivations && (nb == 1 || shape.cpu_attention_decode)) {
+        continue;
+      }
       if (t < 0) continue;
       const int c = compute.at({static_cast<int>(t / nb / s.num_layers()),
                                 static_cast<int>(t / nb % s.num_layers()), static_cast<int>(t % nb)});
@@ -264,6 +287,14 @@ Expect Semantics(const ScheduleShape& sh, const Step& st) {
   const Tag cache_before{'c', st.token - 1, b, k};
   const Tag cache_after{'c', st.token, b, k};
   const Tag cache_partial{'p', st.token, b, k};
+  // CPU delegation's workspace: the queries, keys and values, then the attention output.
+  const BufferId workspace{BufferKind::kCpuWorkspace, k % 2};
+  const Tag to_cpu{'q', st.token, st.layer, k};
+  const Tag from_cpu{'o', st.token, st.layer, k};
+  const Tag weights{'w', st.token, st.layer, 0};
+  const BufferId act = sh.move_activations
+                           ? BufferId{BufferKind::kActivationSlot, st.activation_slot}
+                           : act_home;
   switch (st.kind) {
     case StepKind::kLoadWeights:
       if (role == LayerRole::kInputEmbedding && st.token > 0) {
@@ -288,13 +319,36 @@ Expect Semantics(const ScheduleShape& sh, const Step& st) {
       e.reads.push_back({cache_home, cache_partial});
       e.writes.push_back({cache_home, cache_after});
       break;
+    case StepKind::kComputeToCpu:
+    case StepKind::kComputeFromCpu:
+      if (st.weight_slot >= 0) {
+        e.reads.push_back({{BufferKind::kWeightSlot, st.weight_slot}, weights});
+      }
+      e.reads.push_back({act, hidden_in});
+      if (st.kind == StepKind::kComputeToCpu) {
+        e.reads.push_back({cache_home, cache_before});
+        e.writes.push_back({workspace, to_cpu});
+      } else {
+        e.reads.push_back({workspace, from_cpu});
+        e.writes.push_back({act, hidden_out});
+      }
+      break;
+    case StepKind::kCpuAttention:
+      e.reads.push_back({workspace, to_cpu});
+      e.reads.push_back({cache_home, cache_before});
+      if (st.cache_slot >= 0) {
+        if (sh.load_cache_decode) {
+          e.reads.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_before});
+        }
+        e.writes.push_back({{BufferKind::kCacheSlot, st.cache_slot}, cache_after});
+      }
+      e.writes.push_back({workspace, from_cpu});
+      e.writes.push_back({cache_home, stores ? cache_partial : cache_after});
+      break;
     case StepKind::kCompute: {
       if (st.weight_slot >= 0) {
-        e.reads.push_back({{BufferKind::kWeightSlot, st.weight_slot}, {'w', st.token, st.layer, 0}});
+        e.reads.push_back({{BufferKind::kWeightSlot, st.weight_slot}, weights});
       }
-      const BufferId act = sh.move_activations
-                               ? BufferId{BufferKind::kActivationSlot, st.activation_slot}
-                               : act_home;
       if (role != LayerRole::kInputEmbedding) e.reads.push_back({act, hidden_in});
       if (role != LayerRole::kOutput) e.writes.push_back({act, hidden_out});
       if (role == LayerRole::kAttention) {
@@ -392,10 +446,14 @@ TEST(BlockScheduleTest, TheCheckerCatchesMissingWaits) {
   all.store_cache_prefill = all.load_cache_decode = all.store_cache_decode = true;
   ScheduleShape cache_only = all;
   cache_only.move_activations = false;
+  ScheduleShape cpu = all, cpu_cache_only = cache_only;
+  cpu.cpu_attention_decode = cpu_cache_only.cpu_attention_decode = true;
   for (StepKind kind : {StepKind::kLoadWeights, StepKind::kLoadCache, StepKind::kLoadActivations,
-                        StepKind::kCompute, StepKind::kStoreCache, StepKind::kStoreActivations}) {
+                        StepKind::kCompute, StepKind::kStoreCache, StepKind::kStoreActivations,
+                        StepKind::kComputeToCpu, StepKind::kCpuAttention,
+                        StepKind::kComputeFromCpu}) {
     bool caught = false;
-    for (const ScheduleShape& shape : {all, cache_only}) {
+    for (const ScheduleShape& shape : {all, cache_only, cpu, cpu_cache_only}) {
       BlockSchedule s = BuildBlockSchedule(shape);
       for (Step& step : s.steps) {
         if (step.kind == kind) step.waits.clear();
@@ -403,6 +461,71 @@ TEST(BlockScheduleTest, TheCheckerCatchesMissingWaits) {
       for (uint32_t seed = 0; seed < 64 && !caught; ++seed) caught = !Simulate(s, seed).empty();
     }
     EXPECT_TRUE(caught) << StepKindName(kind);
+  }
+}
+
+// CPU delegation: while micro-batch k's attention runs on the CPU lane, the compute lane has
+// other micro-batches' work queued — micro-batch k + 1's part before the CPU runs between k's
+// parts before and after, and nothing orders it against k's CPU attention, so the two can run
+// at once. A schedule that makes the compute lane wait for the CPU before going on fails this.
+TEST(BlockScheduleTest, CpuAttentionOverlapsOtherMicroBatchesOnTheComputeLane) {
+  int checked = 0;
+  for (const ScheduleShape& shape : Shapes()) {
+    if (!shape.cpu_attention_decode) continue;
+    const BlockSchedule s = BuildBlockSchedule(shape);
+    const Order order(s);
+    std::map<std::tuple<StepKind, int, int, int>, int> id;  // (kind, token, layer, k)
+    for (const Step& step : s.steps) {
+      id[{step.kind, step.token, step.layer, step.micro_batch}] = step.id;
+    }
+    for (const Step& cpu : s.steps) {
+      if (cpu.kind != StepKind::kCpuAttention) continue;
+      EXPECT_EQ(cpu.lane, Lane::kCpu);
+      EXPECT_GT(cpu.token, 0) << "the prefill's attention stays on the device";
+      const int k = cpu.micro_batch;
+      const int before = id.at({StepKind::kComputeToCpu, cpu.token, cpu.layer, k});
+      const int after = id.at({StepKind::kComputeFromCpu, cpu.token, cpu.layer, k});
+      EXPECT_TRUE(order.Precedes(before, cpu.id)) << Name(shape);
+      EXPECT_TRUE(order.Precedes(cpu.id, after)) << Name(shape);
+      if (k + 1 >= shape.num_micro_batches) continue;
+      const int next = id.at({StepKind::kComputeToCpu, cpu.token, cpu.layer, k + 1});
+      EXPECT_LT(before, next) << Name(shape);
+      EXPECT_LT(next, after) << "the compute lane waits for the CPU; " << Name(shape);
+      EXPECT_FALSE(order.Precedes(cpu.id, next))
+          << "#" << next << " waits for the CPU; " << Name(shape);
+      EXPECT_FALSE(order.Precedes(next, cpu.id)) << Name(shape);
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+// The split is CPU delegation's alone: a shape without it has no CPU lane and the same steps as
+// before the lane existed, and one with it has three steps where the others have one compute.
+TEST(BlockScheduleTest, OnlyDecodeAttentionSplitsForTheCpu) {
+  for (const ScheduleShape& shape : Shapes()) {
+    if (shape.cpu_attention_decode) continue;
+    ScheduleShape split = shape;
+    split.cpu_attention_decode = true;
+    const BlockSchedule plain = BuildBlockSchedule(shape), cpu = BuildBlockSchedule(split);
+    std::map<StepKind, int> count;
+    for (const Step& step : plain.steps) {
+      EXPECT_NE(step.lane, Lane::kCpu) << Name(shape);
+      ++count[step.kind];
+    }
+    std::map<StepKind, int> split_count;
+    for (const Step& step : cpu.steps) ++split_count[step.kind];
+    const int delegated = (shape.num_tokens - 1) * shape.blocks * shape.num_micro_batches;
+    EXPECT_EQ(split_count[StepKind::kCompute], count[StepKind::kCompute] - delegated);
+    for (StepKind kind : {StepKind::kComputeToCpu, StepKind::kCpuAttention,
+                          StepKind::kComputeFromCpu}) {
+      EXPECT_EQ(split_count[kind], delegated) << StepKindName(kind) << "; " << Name(shape);
+    }
+    for (StepKind kind : {StepKind::kLoadWeights, StepKind::kLoadCache,
+                          StepKind::kLoadActivations, StepKind::kStoreCache,
+                          StepKind::kStoreActivations}) {
+      EXPECT_EQ(split_count[kind], count[kind]) << StepKindName(kind) << "; " << Name(shape);
+    }
   }
 }
 

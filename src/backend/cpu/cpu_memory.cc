@@ -192,7 +192,7 @@ Result<std::unique_ptr<DeviceArena>> AllocateCpuDeviceArena(uint64_t bytes) {
       return Status::ResourceExhausted("cannot map the emulated device tier's " +
                                        std::to_string(bytes) + " bytes of host memory (" +
                                        std::strerror(errno) +
-                                       "); give the device tier less (--gpu-mem-gib) or free "
+                                       "); give the device tier less (--gpu-memory) or free "
                                        "host memory");
     }
     if (mapped >= (uint64_t{2} << 20)) ::madvise(base, mapped, MADV_HUGEPAGE);

@@ -5,14 +5,17 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "src/backend/cuda/cuda_check.h"
-#include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/cuda_memory.h"
 #include "src/backend/cuda/cuda_resources.h"
+#include "src/backend/cuda/cuda_scratch.h"
+#include "src/backend/cuda/cuda_status.h"
 #include "src/backend/cuda/gemm.h"
 #include "src/backend/cuda/ops.h"
 #include "src/backend/q4_sizes.h"
@@ -68,6 +71,40 @@ int64_t StepKvFloats(const KvQ4Step& step) {
 
 // Checks a 4-bit cache op's step against the Backend contract and against the cache formats the
 // CUDA kernels run, saying which format it does not run yet rather than computing it wrongly.
+// Whether the CUDA kernels run the 4-bit cache in `f` at head_dim `d` (Backend::SupportsKvQ4).
+Status KvQ4Support(const KvQ4Format& f, int d) {
+  const std::string head = "head_dim " + std::to_string(d);
+  if (f.keys_by_channel) {
+    if (f.rotate_keys) {
+      return Status::Unsupported(
+          "the CUDA backend does not yet run rotated 4-bit keys by channel (its key group writer "
+          "reads the keys unrotated); use keys by channel unrotated (--cache-keys channel)");
+    }
+    if (f.window < kKvQ4ChannelGroup) {
+      return Status::Unsupported("4-bit keys by channel need an exact window of at least one key "
+                                 "group (--cache-window " +
+                                 std::to_string(kKvQ4ChannelGroup) + " or more)");
+    }
+    if (!cuda_ops::Q4ChannelHeadDimSupported(d)) {
+      return Status::Unsupported("the CUDA backend runs the 4-bit cache with keys by channel at "
+                                 "head_dim 64, 128 or 256, and this model's is " + head +
+                                 "; run without --compress-cache, or with --device cpu");
+    }
+    return Status::Ok();
+  }
+  if (f.exact()) {
+    return Status::Unsupported(
+        "the CUDA backend does not yet run 4-bit per-token keys with exact tokens; use the "
+        "default keys by channel, or --cache-sink 0 --cache-window 0");
+  }
+  if (d != 64 && d != 128) {
+    return Status::Unsupported("the CUDA backend runs 4-bit per-token keys at head_dim 64 or 128, "
+                               "and this model's is " + head +
+                               "; run without --compress-cache, or with --device cpu");
+  }
+  return Status::Ok();
+}
+
 void CheckKvQ4Step(const KvQ4Step& step, std::span<const int> start, size_t row_count,
                    int row_begin) {
   const KvQ4Format& f = step.format;
@@ -79,21 +116,8 @@ void CheckKvQ4Step(const KvQ4Step& step, std::span<const int> start, size_t row_
   STRATA_CHECK(row_begin >= 0 &&
                static_cast<int64_t>(row_begin) + static_cast<int64_t>(row_count) <=
                    int64_t{step.batch} * step.num_kv_heads);
-  if (f.keys_by_channel) {
-    STRATA_CHECK_MSG(!f.rotate_keys,
-                     "the CUDA backend does not yet run rotated 4-bit keys by channel (its key "
-                     "group writer reads the keys unrotated); use keys by channel unrotated");
-    STRATA_CHECK_MSG(f.window >= kKvQ4ChannelGroup,
-                     "4-bit keys by channel need an exact window of at least one key group");
-    STRATA_CHECK_MSG(cuda_ops::Q4ChannelHeadDimSupported(d),
-                     "the CUDA backend runs 4-bit keys by channel at head_dim 64, 128 or 256 only");
-  } else {
-    STRATA_CHECK_MSG(!f.exact(),
-                     "the CUDA backend does not yet run 4-bit per-token keys with exact tokens; "
-                     "use the default keys by channel");
-    STRATA_CHECK_MSG(d == 64 || d == 128,
-                     "the CUDA backend runs 4-bit per-token keys at head_dim 64 or 128 only");
-  }
+  const Status supported = KvQ4Support(f, d);
+  STRATA_CHECK_MSG(supported.ok(), supported.message().c_str());
 }
 
 // The device addresses of a 4-bit cache row as the kernels take them. REQUIRES (checked): its
@@ -178,7 +202,7 @@ bool Greedy(const SamplingSpec& spec) { return spec.temperature <= 0.0f || spec.
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaBackendOptions& options)
-      : options_(options), blas_(/*stream=*/nullptr) {}
+      : options_(options), blas_(/*stream=*/nullptr, /*workspace_bytes=*/0) {}
 
   const char* name() const override { return "cuda"; }
 
@@ -192,6 +216,25 @@ class CudaBackend final : public Backend {
   Result<std::unique_ptr<PinnedHost>> PinHostMemory(std::span<uint8_t> memory) override {
     return PinCudaHostMemory(memory);
   }
+  Status SupportsKvQ4(const KvQ4Format& format, int head_dim) const override {
+    return KvQ4Support(format, head_dim);
+  }
+
+  uint64_t ScratchBytes(const OpLimits& limits) const override {
+    return ScratchLayout(limits).total_bytes;
+  }
+
+  Status ReserveScratch(const OpLimits& limits) override {
+    const CudaScratchLayout layout = ScratchLayout(limits);
+    // The old reservation goes first (its cudaFree waits for the ops still reading it).
+    for (ScratchBuffer& b : buffers_) b.Release();
+    scratch_ = DeviceBuffer();
+    STRATA_ASSIGN_OR_RETURN(scratch_, AllocateCudaScratch(layout.total_bytes));
+    for (int i = 0; i < kCudaScratchBuffers; ++i) {
+      buffers_[i].Bind(scratch_.as<uint8_t>() + layout.offset[i], layout.bytes[i]);
+    }
+    return Status::Ok();
+  }
 
   void Linear(Stream& stream, DeviceSpan x_span, int m, const DeviceWeight& w,
               const DeviceWeight& bias, DeviceSpan y_span) override {
@@ -201,17 +244,23 @@ class CudaBackend final : public Backend {
     const float* x = Floats(x_span, int64_t{m} * in);
     float* y = Floats(y_span, int64_t{m} * out);
     DeviceTensor wd = Elements(w);
-    if (options_.fp32_gemm && wd.type != ElemType::kF32) {
-      wd = {Widen(wd, w.numel(), widened_matrix_, s), ElemType::kF32};
-    }
+    const GemmChoice gemm = ChooseGemm(w.data.type(), options_.fp32_gemm, m, in, out);
     const void* a = x;
-    if (wd.type != ElemType::kF32) {
-      const int64_t n = int64_t{m} * in;
-      rounded_x_.Reserve(sizeof(uint16_t) * static_cast<size_t>(n));
-      STRATA_CUDA_CHECK(cuda_ops::FloatToHalf(x, n, wd.type, rounded_x_.as<uint16_t>(), s));
-      a = rounded_x_.get();
+    switch (gemm.path) {
+      case GemmPath::kFp32:
+        break;
+      case GemmPath::kWidenedFp32:
+        wd = {Widen(wd, w.numel(), Buffer(CudaScratchBuffer::kWidenedMatrix), s), ElemType::kF32};
+        break;
+      case GemmPath::kHalfTensorCore: {
+        uint16_t* rounded = Buffer(CudaScratchBuffer::kRoundedX).As<uint16_t>(gemm.rounded_x_bytes);
+        STRATA_CUDA_CHECK(cuda_ops::FloatToHalf(x, int64_t{m} * in, wd.type, rounded, s));
+        a = rounded;
+        break;
+      }
     }
-    blas_.SetStream(s);
+    blas_.SetStream(s, Buffer(CudaScratchBuffer::kCublasWorkspace).Get(kCublasWorkspaceBytes),
+                    kCublasWorkspaceBytes);
     GemmNT(blas_, m, out, in, wd.type, a, wd.data, y, out, false);
     if (bias.present()) {
       STRATA_CUDA_CHECK(cuda_ops::AddBias(y, Vector(bias, out, 0, s), m, out, s));
@@ -324,8 +373,7 @@ class CudaBackend final : public Backend {
     const std::vector<Q4ChannelRow> table = RowTable(step, rows);
     // A row's keys and values when it is written alone.
     const size_t head_floats = static_cast<size_t>(tokens) * d;
-    kv_head_rows_.Reserve(2 * head_floats * sizeof(float));
-    float* k_head = kv_head_rows_.as<float>();
+    float* k_head = Buffer(CudaScratchBuffer::kKvHeadRows).As<float>(KvHeadRowsBytes(tokens, d));
     float* v_head = k_head + head_floats;
     if (!f.keys_by_channel) {
       // Per-token keys: one contiguous cache of one row at a time.
@@ -482,23 +530,24 @@ class CudaBackend final : public Backend {
     if (limit < vocab && rows > 0) {
       // The sampler takes contiguous rows: the first `limit` logits of each, packed.
       const size_t row_bytes = sizeof(float) * static_cast<size_t>(limit);
-      limited_logits_.Reserve(row_bytes * specs.size());
-      STRATA_CUDA_CHECK(cudaMemcpy2DAsync(limited_logits_.get(), row_bytes, logits,
+      float* limited =
+          Buffer(CudaScratchBuffer::kLimitedLogits).As<float>(row_bytes * specs.size());
+      STRATA_CUDA_CHECK(cudaMemcpy2DAsync(limited, row_bytes, logits,
                                           sizeof(float) * static_cast<size_t>(vocab), row_bytes,
                                           specs.size(), cudaMemcpyDeviceToDevice, s));
-      logits = limited_logits_.as<float>();
+      logits = limited;
     }
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
     if (any_sampling) {
-      size_t workspace_bytes = 0;
       STRATA_CUDA_CHECK(cuda_ops::SampleTokensWorkspaceBytes(rows, limit, &workspace_bytes));
-      sampling_workspace_.Reserve(workspace_bytes);
+      workspace = Buffer(CudaScratchBuffer::kSamplingWorkspace).Get(workspace_bytes);
     }
-    results_.Reserve(out.size_bytes());
+    int32_t* results = Buffer(CudaScratchBuffer::kResults).As<int32_t>(out.size_bytes());
     STRATA_CUDA_CHECK(cuda_ops::SampleTokens(
         logits, rows, limit, Stage(std::span<const kernels::cuda::SamplingParams>(params), 0, s),
-        any_sampling, sampling_workspace_.get(), sampling_workspace_.bytes(),
-        results_.as<int32_t>(), s));
-    CopyResults(out, s);
+        any_sampling, workspace, workspace_bytes, results, s));
+    CopyResults(out, results, s);
   }
 
   void ScoreTokens(Stream& stream, DeviceSpan logits, int vocab, std::span<const int32_t> tokens,
@@ -507,10 +556,10 @@ class CudaBackend final : public Backend {
     STRATA_CHECK(out.size() == tokens.size());
     for (const int32_t t : tokens) STRATA_CHECK(t >= 0 && t < vocab);
     const int rows = static_cast<int>(tokens.size());
-    results_.Reserve(out.size_bytes());
+    double* results = Buffer(CudaScratchBuffer::kResults).As<double>(out.size_bytes());
     STRATA_CUDA_CHECK(cuda_ops::LogProbability(Floats(logits, int64_t{rows} * vocab), rows, vocab,
-                                               Stage(tokens, 0, s), results_.as<double>(), s));
-    CopyResults(out, s);
+                                               Stage(tokens, 0, s), results, s));
+    CopyResults(out, results, s);
   }
 
  private:
@@ -526,11 +575,22 @@ class CudaBackend final : public Backend {
     return table;
   }
 
-  // Decode attention's workspace of `bytes` (null for none), grown as needed.
-  void* Workspace(size_t bytes) {
-    if (bytes == 0) return nullptr;
-    q4_workspace_.Reserve(bytes);
-    return q4_workspace_.get();
+  // Decode attention's workspace of `bytes` (null for none).
+  void* Workspace(size_t bytes) { return Buffer(CudaScratchBuffer::kQ4Workspace).Get(bytes); }
+
+  ScratchBuffer& Buffer(CudaScratchBuffer b) { return buffers_[static_cast<int>(b)]; }
+
+  // The scratch of ReserveScratch(limits): the sampler's planner is a CUDA call (CUB sizes its
+  // own storage), the rest plain arithmetic (cuda_scratch.h).
+  CudaScratchLayout ScratchLayout(const OpLimits& limits) const {
+    size_t sampling_bytes = 0;
+    if (limits.batch > 0 && limits.vocab > 0) {
+      STRATA_CHECK_MSG(int64_t{limits.batch} * limits.vocab < INT32_MAX,
+                       "the sampler takes fewer than 2^31 logits at once");
+      STRATA_CUDA_CHECK(
+          cuda_ops::SampleTokensWorkspaceBytes(limits.batch, limits.vocab, &sampling_bytes));
+    }
+    return CudaScratchLayoutFor(limits, options_.fp32_gemm, sampling_bytes);
   }
 
   void LookUp(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
@@ -549,31 +609,31 @@ class CudaBackend final : public Backend {
   // soon as the op returns.
   template <typename T>
   T* Stage(std::span<const T> host, int slot, cudaStream_t s) {
-    DeviceBuffer& buf = staging_[slot];
-    buf.Reserve(host.size_bytes());
+    T* staged = Buffer(slot == 0 ? CudaScratchBuffer::kStaging0 : CudaScratchBuffer::kStaging1)
+                    .As<T>(host.size_bytes());
     if (!host.empty()) {
-      STRATA_CUDA_CHECK(cudaMemcpyAsync(buf.get(), host.data(), host.size_bytes(),
+      STRATA_CUDA_CHECK(cudaMemcpyAsync(staged, host.data(), host.size_bytes(),
                                         cudaMemcpyHostToDevice, s));
     }
-    return buf.as<T>();
+    return staged;
   }
 
-  // The first out.size() elements of results_ copied to the caller's `out`, queued on `s`. Into
-  // pageable memory the copy returns only once the stream has reached it and it is done.
+  // The first out.size() elements of `results` (device) copied to the caller's `out`, queued on
+  // `s`. Into pageable memory the copy returns only once the stream has reached it and it is done.
   template <typename T>
-  void CopyResults(std::span<T> out, cudaStream_t s) {
+  void CopyResults(std::span<T> out, const T* results, cudaStream_t s) {
     if (!out.empty()) {
       STRATA_CUDA_CHECK(
-          cudaMemcpyAsync(out.data(), results_.get(), out.size_bytes(), cudaMemcpyDeviceToHost, s));
+          cudaMemcpyAsync(out.data(), results, out.size_bytes(), cudaMemcpyDeviceToHost, s));
     }
   }
 
   // The `n` elements of `t` widened to fp32 into `scratch`, on `s`.
-  static const float* Widen(const DeviceTensor& t, int64_t n, DeviceBuffer& scratch,
+  static const float* Widen(const DeviceTensor& t, int64_t n, ScratchBuffer& scratch,
                             cudaStream_t s) {
-    scratch.Reserve(sizeof(float) * static_cast<size_t>(n));
-    STRATA_CUDA_CHECK(cuda_ops::ToFloat(t.data, t.type, n, scratch.as<float>(), s));
-    return scratch.as<float>();
+    float* wide = scratch.As<float>(sizeof(float) * static_cast<size_t>(n));
+    STRATA_CUDA_CHECK(cuda_ops::ToFloat(t.data, t.type, n, wide, s));
+    return wide;
   }
 
   // A vector weight of `n` elements as fp32: in place when it is F32, else widened into scratch
@@ -582,38 +642,46 @@ class CudaBackend final : public Backend {
     STRATA_CHECK(v.numel() == n);
     const DeviceTensor t = Elements(v);
     if (t.type == ElemType::kF32) return static_cast<const float*>(t.data);
-    return Widen(t, n, widened_vector_[slot], s);
+    return Widen(t, n,
+                 Buffer(slot == 0 ? CudaScratchBuffer::kWidenedVector0
+                                  : CudaScratchBuffer::kWidenedVector1),
+                 s);
+  }
+
+  static std::array<ScratchBuffer, kCudaScratchBuffers> NamedBuffers() {
+    return []<size_t... i>(std::index_sequence<i...>) {
+      return std::array<ScratchBuffer, kCudaScratchBuffers>{
+          ScratchBuffer(CudaScratchBufferName(static_cast<CudaScratchBuffer>(i)))...};
+    }(std::make_index_sequence<kCudaScratchBuffers>());
   }
 
   CudaBackendOptions options_;
-  CublasHandle blas_;  // set to each Linear's stream
-  // Scratch, grow-only for now (a later change moves it into the planned arena). Growing frees
-  // the old buffer, which waits for the device, so no queued op still reads it.
-  DeviceBuffer rounded_x_;           // activations rounded to fp16/bf16 for a GEMM
-  DeviceBuffer widened_matrix_;      // a Linear weight widened to fp32 (fp32_gemm)
-  DeviceBuffer widened_vector_[2];   // vector weights (norm weights, biases) widened to fp32
-  DeviceBuffer staging_[2];          // host arrays copied in, two an op
-  DeviceBuffer kv_head_rows_;        // one KV head's step keys and values, written alone
-  DeviceBuffer q4_workspace_;        // 4-bit decode attention's partial outputs
-  DeviceBuffer limited_logits_;      // SampleTokens' rows cut to their first `limit` logits
-  DeviceBuffer sampling_workspace_;  // the sampler's sorting planes and CUB storage
-  DeviceBuffer results_;             // sampled ids or log-probabilities on their way to the host
+  CublasHandle blas_;  // set to each Linear's stream, with the kCublasWorkspace buffer
+  // The scratch buffers (cuda_scratch.h), pieces of scratch_ once ReserveScratch has run, else
+  // grown on demand (growing frees the old buffer, which waits for the device, so no queued op
+  // still reads it).
+  std::array<ScratchBuffer, kCudaScratchBuffers> buffers_ = NamedBuffers();
+  DeviceBuffer scratch_;  // ReserveScratch's one allocation
 };
 
 }  // namespace
 
 std::unique_ptr<Backend> MakeCudaBackend(const CudaBackendOptions& options, std::string* why_not) {
-  const CudaDeviceInfo info = QueryCudaDevices();
-  if (info.device_count == 0 || options.device < 0 || options.device >= info.device_count) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count == 0) e = cudaErrorNoDevice;
+  if (e == cudaSuccess && (options.device < 0 || options.device >= count)) {
     if (why_not != nullptr) {
-      *why_not = info.device_count == 0
-                     ? "no CUDA device (" + (info.error.empty() ? "none found" : info.error) + ")"
-                     : "CUDA device " + std::to_string(options.device) + " does not exist (" +
-                           std::to_string(info.device_count) + " present)";
+      *why_not = "CUDA device " + std::to_string(options.device) + " does not exist (" +
+                 std::to_string(count) + " present)";
     }
     return nullptr;
   }
-  STRATA_CUDA_CHECK(cudaSetDevice(options.device));
+  if (e == cudaSuccess) e = cudaSetDevice(options.device);
+  if (e != cudaSuccess) {
+    if (why_not != nullptr) *why_not = CudaErrorStatus(CudaOperation::kFindDevice, e).message();
+    return nullptr;
+  }
   return std::make_unique<CudaBackend>(options);
 }
 

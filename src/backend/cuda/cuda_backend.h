@@ -14,7 +14,14 @@
 //     into pinned memory the copy is queued, into pageable memory the op returns only once the
 //     stream has reached it and it is done;
 //   - the ops share the backend's scratch buffers and cuBLAS workspace. REQUIRES: ops given to
-//     different streams never run at the same time (the caller orders them with events).
+//     different streams never run at the same time (the caller orders them with events);
+//   - scratch (cuda_scratch.h): ReserveScratch(limits) makes one cudaMalloc of
+//     ScratchBytes(limits) — every op buffer and cuBLAS's workspace — before the token loop, after
+//     which no op allocates device memory and an op that needs more than `limits` allow aborts
+//     naming the buffer. Until it is called (unit tests that call ops directly) each buffer grows
+//     on demand by cudaMalloc, outside any plan; a later call replaces the reservation, freeing
+//     the old one first (which waits for the ops still reading it). cuBLAS's handle keeps some
+//     device memory of its own from creation (cublasCreate), outside ScratchBytes.
 // The calling thread's current device must be `options.device` (MakeCudaBackend makes it so).
 // Thread-compatible.
 #pragma once
@@ -34,8 +41,9 @@ struct CudaBackendOptions {
   bool fp32_gemm = false;
 };
 
-// A CUDA backend on options.device, or nullptr when there is no usable device (the reason goes to
-// *why_not when given).
+// A CUDA backend on options.device, or nullptr when there is no usable device: the reason goes to
+// *why_not when given, as CudaFailureStatus (cuda_status.h) words it for no device or no driver,
+// a driver older than the runtime, or any other CUDA error; or that the ordinal does not exist.
 std::unique_ptr<Backend> MakeCudaBackend(const CudaBackendOptions& options = {},
                                          std::string* why_not = nullptr);
 

@@ -21,6 +21,11 @@ CudaDeviceInfo QueryCudaDevices() {
     info.compute_capability = prop.major * 10 + prop.minor;
     info.total_memory_bytes = prop.totalGlobalMem;
   }
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  if (cudaSetDevice(0) == cudaSuccess && cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+    info.free_memory_bytes = free_bytes;
+  }
   return info;
 }
 

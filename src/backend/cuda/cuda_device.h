@@ -11,6 +11,7 @@ struct CudaDeviceInfo {
   std::string name;              // of device 0
   int compute_capability = 0;    // major * 10 + minor
   unsigned long long total_memory_bytes = 0;
+  unsigned long long free_memory_bytes = 0;  // of device 0, when queried
   std::string error;             // why device_count is 0, when it is
 };
 

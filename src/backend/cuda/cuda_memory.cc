@@ -1,10 +1,6 @@
 #include "src/backend/cuda/cuda_memory.h"
 
-#include <cstdio>
-#include <string>
-
 #include "src/backend/cuda/cuda_check.h"
-#include "src/backend/cuda/cuda_resources.h"
 #include "src/core/check.h"
 
 namespace strata {
@@ -12,11 +8,17 @@ namespace {
 
 constexpr char kCudaBackend[] = "cuda";
 
-std::string Gib(uint64_t bytes) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.2f GiB", static_cast<double>(bytes) / (uint64_t{1} << 30));
-  return text;
-}
+// cuda_status.h's numbers are the runtime's.
+static_assert(cuda_error::kSuccess == cudaSuccess);
+static_assert(cuda_error::kMemoryAllocation == cudaErrorMemoryAllocation);
+static_assert(cuda_error::kInitializationError == cudaErrorInitializationError);
+static_assert(cuda_error::kStubLibrary == cudaErrorStubLibrary);
+static_assert(cuda_error::kInsufficientDriver == cudaErrorInsufficientDriver);
+static_assert(cuda_error::kCallRequiresNewerDriver == cudaErrorCallRequiresNewerDriver);
+static_assert(cuda_error::kDevicesUnavailable == cudaErrorDevicesUnavailable);
+static_assert(cuda_error::kNoDevice == cudaErrorNoDevice);
+static_assert(cuda_error::kSystemDriverMismatch == cudaErrorSystemDriverMismatch);
+static_assert(cuda_error::kCompatNotSupportedOnDevice == cudaErrorCompatNotSupportedOnDevice);
 
 class CudaDeviceArena final : public DeviceArena {
  public:
@@ -98,21 +100,42 @@ class CudaPinnedHost final : public PinnedHost {
 
 }  // namespace
 
+Status CudaErrorStatus(CudaOperation operation, cudaError_t error, uint64_t bytes) {
+  cudaGetLastError();  // clear it: the run stops with a message, not an abort
+  CudaFailure f;
+  f.operation = operation;
+  f.error = static_cast<int>(error);
+  f.error_name = cudaGetErrorName(error);
+  f.bytes = bytes;
+  if (operation == CudaOperation::kAllocateDeviceTier ||
+      operation == CudaOperation::kAllocateScratch) {
+    size_t free_bytes = 0, total_bytes = 0;
+    if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+      f.free_bytes = free_bytes;
+      f.total_bytes = total_bytes;
+    }
+    cudaGetLastError();
+  }
+  if (cudaDriverGetVersion(&f.driver_version) != cudaSuccess) f.driver_version = 0;
+  if (cudaRuntimeGetVersion(&f.runtime_version) != cudaSuccess) f.runtime_version = 0;
+  cudaGetLastError();
+  return CudaFailureStatus(f);
+}
+
 Result<std::unique_ptr<DeviceArena>> AllocateCudaDeviceArena(uint64_t bytes) {
   void* base = nullptr;
   if (bytes > 0) {
     const cudaError_t e = cudaMalloc(&base, bytes);
-    if (e != cudaSuccess) {
-      cudaGetLastError();  // clear it: the run stops with a message, not an abort
-      size_t free_bytes = 0, total_bytes = 0;
-      cudaMemGetInfo(&free_bytes, &total_bytes);
-      return Status::ResourceExhausted(
-          "cannot allocate the GPU tier's " + Gib(bytes) + " (" + cudaGetErrorString(e) + "; " +
-          Gib(free_bytes) + " of " + Gib(total_bytes) +
-          " free): give the GPU tier less (--gpu-mem-gib) or free the GPU");
-    }
+    if (e != cudaSuccess) return CudaErrorStatus(CudaOperation::kAllocateDeviceTier, e, bytes);
   }
   return std::unique_ptr<DeviceArena>(std::make_unique<CudaDeviceArena>(base, bytes));
+}
+
+Result<DeviceBuffer> AllocateCudaScratch(uint64_t bytes) {
+  DeviceBuffer scratch;
+  const cudaError_t e = DeviceBuffer::TryAllocate(bytes, &scratch);
+  if (e != cudaSuccess) return CudaErrorStatus(CudaOperation::kAllocateScratch, e, bytes);
+  return scratch;
 }
 
 std::unique_ptr<Stream> MakeCudaBackendStream() { return std::make_unique<CudaBackendStream>(); }
@@ -128,13 +151,7 @@ cudaStream_t CudaStreamOf(Stream& stream) {
 Result<std::unique_ptr<PinnedHost>> PinCudaHostMemory(std::span<uint8_t> memory) {
   if (memory.empty()) return std::unique_ptr<PinnedHost>(new CudaPinnedHost(nullptr));
   const cudaError_t e = cudaHostRegister(memory.data(), memory.size(), cudaHostRegisterDefault);
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // clear it: the failure is reported here
-    return Status::ResourceExhausted(
-        "cannot pin " + Gib(memory.size()) + " of host memory for the GPU's copies (" +
-        cudaGetErrorString(e) + "); raise the locked-memory limit (ulimit -l) or lower the "
-        "CPU percents of the plan");
-  }
+  if (e != cudaSuccess) return CudaErrorStatus(CudaOperation::kPinHostMemory, e, memory.size());
   return std::unique_ptr<PinnedHost>(new CudaPinnedHost(memory.data()));
 }
 

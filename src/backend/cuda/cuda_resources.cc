@@ -1,8 +1,10 @@
 #include "src/backend/cuda/cuda_resources.h"
 
+#include <string>
 #include <utility>
 
 #include "src/backend/cuda/cuda_check.h"
+#include "src/core/check.h"
 
 namespace strata {
 
@@ -86,6 +88,50 @@ void DeviceBuffer::Reserve(size_t bytes) {
   bytes_ = bytes;
 }
 
+void ScratchBuffer::Bind(void* data, size_t bytes) {
+  grown_ = DeviceBuffer();
+  bound_ = true;
+  bound_data_ = data;
+  bound_bytes_ = bytes;
+}
+
+void* ScratchBuffer::Get(size_t bytes) {
+  if (!bound_) {
+    grown_.Reserve(bytes);
+    return grown_.get();
+  }
+  if (bytes > bound_bytes_) {
+    const std::string message = std::string("the CUDA backend's scratch buffer ") + name_ +
+                                " holds " + std::to_string(bound_bytes_) +
+                                " bytes but an op needs " + std::to_string(bytes) +
+                                ": the OpLimits given to ReserveScratch are smaller than the "
+                                "run's ops";
+    STRATA_CHECK_MSG(bytes <= bound_bytes_, message.c_str());
+  }
+  return bytes > 0 ? bound_data_ : nullptr;
+}
+
+void ScratchBuffer::Release() {
+  grown_ = DeviceBuffer();
+  bound_ = false;
+  bound_data_ = nullptr;
+  bound_bytes_ = 0;
+}
+
+cudaError_t DeviceBuffer::TryAllocate(size_t bytes, DeviceBuffer* out) {
+  *out = DeviceBuffer();
+  if (bytes == 0) return cudaSuccess;
+  void* data = nullptr;
+  const cudaError_t e = cudaMalloc(&data, bytes);
+  if (e != cudaSuccess) {
+    cudaGetLastError();  // the caller reports it
+    return e;
+  }
+  out->data_ = data;
+  out->bytes_ = bytes;
+  return cudaSuccess;
+}
+
 CublasHandle::CublasHandle(cudaStream_t stream, size_t workspace_bytes)
     : workspace_(workspace_bytes) {
   STRATA_CUBLAS_CHECK(cublasCreate(&handle_));
@@ -93,9 +139,16 @@ CublasHandle::CublasHandle(cudaStream_t stream, size_t workspace_bytes)
 }
 
 void CublasHandle::SetStream(cudaStream_t stream) {
+  SetStream(stream, workspace_.get(), workspace_.bytes());
+}
+
+void CublasHandle::SetStream(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   stream_ = stream;
   STRATA_CUBLAS_CHECK(cublasSetStream(handle_, stream_));
-  STRATA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace_.get(), workspace_.bytes()));
+  // None given (a handle made without one, not yet used): cuBLAS's own pool until one is.
+  if (workspace != nullptr) {
+    STRATA_CUBLAS_CHECK(cublasSetWorkspace(handle_, workspace, workspace_bytes));
+  }
 }
 
 CublasHandle::~CublasHandle() {

@@ -10,6 +10,8 @@
 
 #include <cstddef>
 
+#include "src/backend/cuda/cuda_scratch.h"
+
 namespace strata {
 
 class CudaStream {
@@ -74,15 +76,47 @@ class DeviceBuffer {
   // Grows to at least `bytes` (contents lost when it grows). cudaFree synchronises the device, so
   // call it outside steady-state loops.
   void Reserve(size_t bytes);
+  // *out = a cudaMalloc of `bytes` (nothing for 0), or the error, cleared, for the caller to
+  // report (Reserve aborts instead).
+  static cudaError_t TryAllocate(size_t bytes, DeviceBuffer* out);
 
  private:
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
 
+// One of the CUDA backend's scratch buffers (cuda_scratch.h), named for its checks. Bound to a
+// piece of the scratch the backend reserved, it is that piece, and a need beyond it aborts naming
+// the buffer (the reservation's limits were wrong: a bug); until it is bound (ops called without
+// a reservation, as unit tests do) it grows on demand, a cudaMalloc outside any plan.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(const char* name) : name_(name) {}
+
+  // From now on the buffer is `bytes` at `data` (device memory the caller owns and keeps while
+  // the buffer is bound; bytes may be 0); a grown buffer is freed.
+  void Bind(void* data, size_t bytes);
+  // Device memory of at least `bytes` (null for 0). REQUIRES (checked) when bound: bytes fit.
+  void* Get(size_t bytes);
+  template <typename T>
+  T* As(size_t bytes) {
+    return static_cast<T*>(Get(bytes));
+  }
+  // Frees what the buffer holds and unbinds it (it grows on demand again).
+  void Release();
+
+ private:
+  const char* name_;
+  bool bound_ = false;
+  void* bound_data_ = nullptr;
+  size_t bound_bytes_ = 0;
+  DeviceBuffer grown_;
+};
+
 class CublasHandle {
  public:
-  // A handle whose work runs on `stream`, with a `workspace_bytes` workspace of its own.
+  // A handle whose work runs on `stream`, with a `workspace_bytes` workspace of its own (none for
+  // 0: then give each SetStream one).
   CublasHandle(cudaStream_t stream, size_t workspace_bytes = kDefaultWorkspaceBytes);
   ~CublasHandle();
   CublasHandle(CublasHandle&& other) noexcept;
@@ -96,9 +130,12 @@ class CublasHandle {
   // drop it for the default pool). REQUIRES: work queued on the previous stream through this handle
   // does not overlap the new stream's (they share the workspace).
   void SetStream(cudaStream_t stream);
+  // The same with `workspace_bytes` at `workspace` (device memory the caller owns, kept while
+  // work queued through this handle may use it) instead of the handle's own.
+  void SetStream(cudaStream_t stream, void* workspace, size_t workspace_bytes);
 
   // NVIDIA recommends 32 MiB on Hopper; smaller suffices elsewhere.
-  static constexpr size_t kDefaultWorkspaceBytes = size_t{32} << 20;
+  static constexpr size_t kDefaultWorkspaceBytes = kCublasWorkspaceBytes;
 
  private:
   cublasHandle_t handle_ = nullptr;

@@ -1,4 +1,6 @@
-// GEMM on the GPU through cuBLAS: the CUDA twin of kernels/cpu/gemm.h's GemmNT.
+// GEMM on the GPU through cuBLAS: the CUDA twin of kernels/cpu/gemm.h's GemmNT. Which of these a
+// Linear runs, and the scratch that takes, is ChooseGemm's (cuda_scratch.h: plain C++, tested
+// without a GPU).
 #pragma once
 
 #include "kernels/cuda/params.h"
