@@ -470,10 +470,7 @@ TEST_P(FixturePolicyTest, CpuAttentionRunsWhileTheComputeLaneGoesOn) {
                              EndOfGenerationIds(*tokenizer_, model_->config()), o);
     Result<BlockSchedule> schedule = offload.ScheduleFor(static_cast<int>(block.size()), 24, 4);
     ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
-    if (!schedule->shape.cpu_attention_decode) {
-      GTEST_SKIP() << "OffloadGenerator::ShapeFor does not yet set "
-                      "ScheduleShape::cpu_attention_decode: CPU attention still runs inline";
-    }
+    ASSERT_TRUE(schedule->shape.cpu_attention_decode) << "CPU attention runs inline";
     Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
     ASSERT_TRUE(got.ok()) << got.status().ToString();
     EXPECT_EQ(TokensOf(*got), TokensOf(want));
@@ -530,10 +527,7 @@ TEST_P(FixturePolicyTest, CpuAttentionWithoutItsHostWaitsGoesWrong) {
                            EndOfGenerationIds(*tokenizer_, model_->config()), o);
   Result<BlockSchedule> schedule = offload.ScheduleFor(static_cast<int>(block.size()), 24, 6);
   ASSERT_TRUE(schedule.ok()) << schedule.status().ToString();
-  if (!schedule->shape.cpu_attention_decode) {
-    GTEST_SKIP() << "OffloadGenerator::ShapeFor does not yet set "
-                    "ScheduleShape::cpu_attention_decode: CPU attention still runs inline";
-  }
+  ASSERT_TRUE(schedule->shape.cpu_attention_decode) << "CPU attention runs inline";
   Result<std::vector<GenerationResult>> got = offload.TryGenerate(block);
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   ASSERT_EQ(got->size(), want.size());
