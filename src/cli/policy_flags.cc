@@ -105,19 +105,19 @@ Result<ChosenPlan> ChoosePlan(const PolicyFlags& f, const std::optional<ModelSpe
   const int64_t capacity = hw.gpu_capacity_bytes;
   int64_t set_aside = 0;
   Result<SearchResult> r = SearchPlan(*model, w, hw, options);
-  for (int tries = 0; r.ok() && device_scratch && tries < 4; ++tries) {
+  for (int tries = 0; r.ok() && device_scratch; ++tries) {
     const int64_t scratch = device_scratch(r->best.plan);
     if (scratch <= set_aside) break;
+    if (tries == 4) {
+      return Status::ResourceExhausted(
+          "--policy auto found no plan that leaves room for the device backend's scratch in " +
+          FormatBytes(capacity) + "; give the run more --gpu-memory or a plan by hand");
+    }
     set_aside = scratch;
     hw.gpu_capacity_bytes = capacity - set_aside;
     r = SearchPlan(*model, w, hw, options);
   }
   if (!r.ok()) return r.status().WithContext("--policy auto on profile " + hw.name);
-  if (device_scratch && device_scratch(r->best.plan) > set_aside) {
-    return Status::ResourceExhausted(
-        "--policy auto found no plan that leaves room for the device backend's scratch in " +
-        FormatBytes(capacity) + "; give the run more --gpu-memory or a plan by hand");
-  }
   chosen.plan = r->best.plan;
   chosen.searched = true;
   chosen.device_capacity_bytes = capacity;

@@ -195,9 +195,9 @@ int RunCommand(const RunOptions& o) {
 
   std::optional<ModelSpec> spec;
   if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
-  Result<ChosenPlan> chosen =
-      ChoosePlan(o.policy, spec, SearchWorkload(config), *hardware, o.batch_size,
-                 DeviceScratchOf(*backends->device, **model, SearchWorkload(config)));
+  const Workload workload = SearchWorkload(config);
+  Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, workload, *hardware, o.batch_size,
+                                         DeviceScratchOf(*backends->device, **model, workload));
   if (!chosen.ok()) return Fail(chosen.status());
   if (!chosen->searched && !o.policy.explicit_plan()) {
     // Nothing to place by: each block of --batch-size runs as one micro-batch on the device.

@@ -110,6 +110,14 @@ class CliTest : public ::testing::Test {
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  // RunStrata, with stdout kept in Path(stdout_name) (and stderr in Path("stderr.txt")).
+  CliResult RunKeepingStdout(const std::string& args, const std::string& stdout_name,
+                             const std::string& env = "") const {
+    const std::string cmd = "OMP_NUM_THREADS=1 " + env + " " + STRATA_BINARY + " " + args +
+                            " >" + Path(stdout_name) + " 2>" + Path("stderr.txt");
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(Path("stderr.txt"))};
+  }
   void Write(const std::string& name, const std::string& text) const {
     std::ofstream(Path(name), std::ios::binary) << text;
   }

@@ -21,14 +21,6 @@ bool GpuListed() { return std::system("nvidia-smi -L >/dev/null 2>&1") == 0; }
 
 class DeviceCliTest : public CliTest {
  protected:
-  // RunStrata, with stdout kept in `stdout_name`.
-  CliResult RunKeepingStdout(const std::string& args, const std::string& stdout_name) {
-    const std::string cmd = "OMP_NUM_THREADS=1 " + std::string(STRATA_BINARY) + " " + args +
-                            " >" + Path(stdout_name) + " 2>" + Path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(Path("stderr.txt"))};
-  }
-
   // The GPU capacity `strata plan ARGS --json` planned for; -1 when it fails.
   int64_t PlannedGpuCapacity(const std::string& args) {
     const CliResult r = RunKeepingStdout(

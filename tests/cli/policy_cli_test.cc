@@ -30,14 +30,6 @@ std::string Profile(const std::string& name, const std::string& gpu_capacity = "
 
 class PolicyCliTest : public CliTest {
  protected:
-  // RunStrata, with stdout kept in `stdout_name`.
-  CliResult RunKeepingStdout(const std::string& args, const std::string& stdout_name,
-                             const std::string& env = "") {
-    const std::string cmd = "OMP_NUM_THREADS=1 " + env + " " + STRATA_BINARY + " " + args +
-                            " >" + Path(stdout_name) + " 2>" + Path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(Path("stderr.txt"))};
-  }
   // The text `strata <args>` prints; "" (and a failure) when it does not exit 0.
   std::string PlanText(const std::string& args) {
     const CliResult r = RunKeepingStdout(args, "plan.txt");
