@@ -62,24 +62,42 @@ STRATA_Q4_HD constexpr uint32_t NibblePairTimes16Plus1024(uint32_t w, int shift)
   return ((w >> (shift - 4)) & 0x00F000F0u) | 0x64006400u;
 }
 
-// The channel that byte `byte` of a token's codes holds in its low (high = 0) or high nibble.
+// 16-byte chunks of a token's code row as the CUDA kernels keep it in shared memory: head_dim / 32
+// rounded up (at head_dim 80 the last chunk's bytes 40..47 are padding).
+STRATA_Q4_HD constexpr int CodeChunks(int head_dim) { return (head_dim + 31) / 32; }
+
+// The channel that byte `byte` of a token's codes holds in its low (high = 0) or high nibble
+// (kernels/kv_q4_format.h: groups of 64, the last one shorter). A padding byte of the last chunk
+// (byte >= head_dim / 2) maps to the channels head_dim .. 32 * CodeChunks(head_dim) - 1, its low
+// nibbles first, so that the fragment maps below stay permutations of whole chunks.
 STRATA_Q4_HD constexpr int ChannelOfNibble(int byte, int high, int head_dim) {
-  const int g = Q4Group(head_dim);
-  const int half = g / 2;
-  return byte / half * g + byte % half + (high != 0 ? half : 0);
+  if (head_dim <= kQ4MaxGroup || head_dim % kQ4MaxGroup == 0) {  // groups of one size
+    const int g = Q4Group(head_dim);
+    const int half = g / 2;
+    return byte / half * g + byte % half + (high != 0 ? half : 0);
+  }
+  const int bytes = head_dim / 2;
+  if (byte >= bytes) {
+    return head_dim + (byte - bytes) + (high != 0 ? 16 * CodeChunks(head_dim) - bytes : 0);
+  }
+  const int group = byte / 32;
+  const int half = (group == head_dim / 64 ? head_dim % 64 : 64) / 2;
+  return 64 * group + byte % 32 + (high != 0 ? half : 0);
 }
 
 // Keys on the tensor cores: lane (g, t) of a warp holds word t of each 16-byte chunk c of its
 // tokens' code rows (ldmatrix), so in the k-step of (chunk c, nibble half `high`) its fragment
 // slots k = 0..3 (MMA k-indices 2t, 2t+8, 2t+1, 2t+9) are channels KeyChannel(c, t, k, high) and
-// the query fragment is built from the same channels. REQUIRES: head_dim % 64 == 0.
+// the query fragment is built from the same channels (zero past head_dim: padding).
+// REQUIRES: chunk < CodeChunks(head_dim).
 STRATA_Q4_HD constexpr int KeyChannel(int chunk, int t, int k, int high, int head_dim) {
   return ChannelOfNibble(16 * chunk + 4 * t + k, high, head_dim);
 }
 
 // Values on the tensor cores, transposed (O^T = V^T P^T): lane (g, t) receives b16 element g of
 // chunk c of token pairs (ldmatrix.trans), so m-tile 2c + p has as row g the low nibble and as
-// row g + 8 the high nibble of byte 16c + 2g + p. The output dimension of (m-tile, row).
+// row g + 8 the high nibble of byte 16c + 2g + p. The output dimension of (m-tile, row); one at or
+// past head_dim is padding, not an output.
 STRATA_Q4_HD constexpr int ValueDim(int m_tile, int upper, int g, int head_dim) {
   return ChannelOfNibble(16 * (m_tile / 2) + 2 * g + m_tile % 2, upper, head_dim);
 }
@@ -187,9 +205,11 @@ STRATA_Q4_HD inline float MergeParts(const float* lse, const float* x, int parts
 
 // Where 16-byte chunk `chunk` of token `token`'s code row sits in a shared-memory tile (rows of
 // chunks_per_row chunks, back to back): XOR-swizzled so that the eight rows one ldmatrix phase
-// reads at the same chunk fall into eight different 16-byte bank groups.
-// REQUIRES: chunks_per_row in {2, 4, 8}.
+// reads at the same chunk fall into eight different 16-byte bank groups. Rows of an odd number of
+// chunks already do (row r starts at bank group chunks_per_row * r mod 8), so those stay in place.
+// REQUIRES: chunks_per_row in {2, 4, 8} or odd.
 STRATA_Q4_HD constexpr int SwizzledChunk(int token, int chunk, int chunks_per_row) {
+  if (chunks_per_row % 2 != 0) return chunk;
   return chunk ^ ((token / (8 / chunks_per_row)) % chunks_per_row);
 }
 

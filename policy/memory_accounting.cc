@@ -27,7 +27,7 @@ struct Shape {
   int64_t transformer_workspace_bytes;
   int64_t logits_bytes;
   int64_t last_hidden_bytes;
-  int64_t expanded_weight_bytes;  // fp32 copy of the largest compute layer (4-bit weights)
+  int64_t expanded_weight_bytes;  // the largest compute layer's 4-bit weights as activations
   int64_t kv_prefill_bytes;       // 4-bit cache: a sequence's prompt keys and values
   int64_t kv_smoothing_bytes;     // smoothed keys: fp32 mean and scale per (layer, sequence,
                                   // KV head) of the block
@@ -64,12 +64,12 @@ Shape ShapeOf(const ModelSpec& m, const Workload& w, const Plan& p,
   s.last_hidden_bytes = s.gbs * s.hidden * s.act_bytes;
 
   if (p.compress_weight) {
-    // The executor expands a scheduling layer's 4-bit matrices to fp32 (the input layer's
-    // embeddings, a block's attention or MLP matrices, the output projection).
+    // The executor expands a scheduling layer's 4-bit matrices to the activations' type (the
+    // input layer's embeddings, a block's attention or MLP matrices, the output projection).
     int64_t largest = std::max(MatrixElements(layers[0]), MatrixElements(layers[1]));
     const int64_t lm_head = int64_t{m.vocab_size} * m.hidden_size;
     largest = std::max(largest, m.tie_word_embeddings ? lm_head : MatrixElements(layers[2]));
-    s.expanded_weight_bytes = largest * 4;
+    s.expanded_weight_bytes = largest * s.act_bytes;
   }
   if (p.compress_cache) s.kv_prefill_bytes = 2 * s.kv_heads * s.prompt * s.head_dim * s.act_bytes;
   if (p.smooth_keys()) {
@@ -153,15 +153,23 @@ TierBytes RowSplit::bytes() const {
           copies * disk_rows * row_bytes};
 }
 
+bool KvQ4TakesHeadDim(int head_dim) {
+  if (head_dim <= 0 || head_dim % 2 != 0) return false;
+  return head_dim <= 64 || head_dim % 64 == 0 || head_dim == 80 || head_dim == 96;
+}
+
 std::array<int64_t, 4> KvHeadTokenPlaneBytes(int head_dim, int dtype_bytes, const Plan& plan) {
   const int64_t d = head_dim;
   if (!plan.compress_cache) {
     const int64_t fp = d * dtype_bytes;
     return {fp, 0, fp, 0};
   }
-  const int64_t params = d / std::min<int64_t>(64, d) * 4;
-  const int64_t key_params =
-      plan.channel_keys() ? (2 * d + kChannelKeyGroup - 1) / kChannelKeyGroup * 2 : params;
+  const int64_t params = (d + 63) / 64 * 4;
+  int64_t key_params = params;
+  if (plan.channel_keys()) {  // above 64, halves rounded up to even: 4-byte aligned group params
+    key_params =
+        d > 64 ? (d + 31) / 32 * 4 : (2 * d + kChannelKeyGroup - 1) / kChannelKeyGroup * 2;
+  }
   return {d / 2, key_params, d / 2, params};
 }
 
@@ -182,12 +190,10 @@ Result<MemoryPlan> AccountMemory(const ModelSpec& model, const Workload& workloa
   STRATA_RETURN_IF_ERROR(model.Validate());
   STRATA_RETURN_IF_ERROR(workload.Validate(model));
   STRATA_RETURN_IF_ERROR(plan.Validate());
-  if (plan.compress_cache &&
-      (model.head_dim % 2 != 0 || (model.head_dim > 64 && model.head_dim % 64 != 0))) {
-    return Status::Unsupported(
-        "the 4-bit KV cache needs an even head_dim that is a multiple of "
-        "64 above 64; " +
-        model.name + " has " + std::to_string(model.head_dim) + "; run without --compress-cache");
+  if (plan.compress_cache && !KvQ4TakesHeadDim(model.head_dim)) {
+    return Status::Unsupported(std::string("the 4-bit KV cache takes ") + kKvQ4HeadDims + "; " +
+                               model.name + " has " + std::to_string(model.head_dim) +
+                               "; run without --compress-cache");
   }
   if (plan.rotate_keys() && (model.head_dim & (model.head_dim - 1)) != 0) {
     return Status::Unsupported("rotated (and smoothed) 4-bit keys need a power-of-two head_dim; " +

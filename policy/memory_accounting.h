@@ -136,13 +136,22 @@ struct MemoryPlan {
   TierBytes total_bytes;  // the sum of the six rows above: the run's peak per tier
 };
 
+// Whether the 4-bit cache format (kernels/kv_q4_format.h) takes heads of `head_dim`: an even
+// head_dim up to 64, a multiple of 64, or 80 or 96 (a group of 64 and a last one of 16 or 32).
+bool KvQ4TakesHeadDim(int head_dim);
+// The head sizes KvQ4TakesHeadDim takes, in words, for the messages that refuse the others.
+inline constexpr const char* kKvQ4HeadDims =
+    "an even head_dim up to 64, 80, 96 or a multiple of 64";
+
 // Bytes of one token's key and value for one KV head of `head_dim` in each plane of the cache as
 // `plan` stores them: K then V, one plane each of `dtype_bytes` elements, or
 // (plan.compress_cache) codes then params each in the 4-bit format of kernels/kv_q4_format.h:
-// head_dim/2 bytes of codes, an fp16 scale and minimum per group of min(64, head_dim), and for
-// keys by channel (plan.channel_keys()) 2 * ceil(2 * head_dim / kChannelKeyGroup) bytes of key
-// params. An fp plane's params are 0. The executor's cache layout (src/memory's KvFormatOf) is
-// built from this.
+// head_dim/2 bytes of codes, an fp16 scale and minimum per group of 64 (one group up to 64, the
+// last one shorter at 80 and 96), and for keys by channel (plan.channel_keys()) the key params of
+// a group of kChannelKeyGroup slots spread over them: 2 * ceil(2 * head_dim / kChannelKeyGroup)
+// bytes a slot up to 64, 4 * ceil(head_dim / 32) above (an even number of halves). An fp plane's
+// params are 0. The executor's cache layout (src/memory's KvFormatOf) is built from this.
+// REQUIRES: KvQ4TakesHeadDim(head_dim) when plan.compress_cache.
 std::array<int64_t, 4> KvHeadTokenPlaneBytes(int head_dim, int dtype_bytes, const Plan& plan);
 // Their sum for `model`'s heads in its activation dtype: one token's key and value for one KV
 // head.

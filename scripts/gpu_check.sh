@@ -44,7 +44,9 @@ echo "== gpu_check: ${DEVICE:-no GPU visible to nvidia-smi}, sm_${ARCH}, build d
 GPU_TARGETS=(cuda_kernels_test cuda_backend_test cuda_kv_q4_backend_test cuda_memory_test)
 GPU_TARGETS+=(engine_cuda_test device_probes_test decode_attention_bench strata)
 GPU_TARGETS+=(prefill_bench)  # issue 30: prefill attention and fp16 GEMMs (block below)
+GPU_TARGETS+=(q4_channel_head_dims_test)  # issue 29: the default 4-bit cache at head_dim 80, 96
 GPU_TARGETS+=(cli_test)       # issue 28: --device cuda runs or is refused
+GPU_TARGETS+=(cuda_half_activations_test)  # issue 28: every op on fp16 and bf16 activations
 mkdir -p "$LOGS"
 if [[ $NO_BUILD -eq 1 ]]; then
   for t in "$BUILD/strata" "$BUILD/bench/cuda/decode_attention_bench" "$BUILD/CTestTestfile.cmake"; do

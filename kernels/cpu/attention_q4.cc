@@ -1,6 +1,5 @@
 #include "kernels/cpu/attention_q4.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -147,7 +146,7 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
                        const Q4ExactRows* exact) {
   const int d = s.head_dim;
   const int heads = s.num_heads / s.num_kv_heads;
-  const int groups = d / Q4Group(d);
+  const int groups = Q4Groups(d);
   void (*attend)(const q4::Work&) = q4::AttendScalar;
   switch (ResolveQ4Isa(isa, d)) {
     case Q4Isa::kAvx2:
@@ -219,9 +218,12 @@ void DecodeAttentionQ4(const DecodeAttentionQ4Shape& s, const float* q, Q4CacheV
         AttendExact(s, *exact, i, first, quant_hi, qs.data(), heads, scores.data(), o, range_lse);
         continue;
       }
-      for (int g = 0; g < heads * groups; ++g) {
-        const float* x = qs.data() + static_cast<long>(g) * (d / groups);
-        qsum[static_cast<size_t>(g)] = std::accumulate(x, x + d / groups, 0.0f);
+      for (int h = 0; h < heads; ++h) {
+        for (int g = 0; g < groups; ++g) {
+          const float* x = qs.data() + static_cast<long>(h) * d + g * kQ4MaxGroup;
+          qsum[static_cast<size_t>(h) * groups + g] =
+              std::accumulate(x, x + Q4GroupSize(d, g), 0.0f);
+        }
       }
       const long row = i * s.max_len + lo;
       q4::Work w;

@@ -15,9 +15,9 @@ namespace strata::kernels::cpu {
 
 // Instruction sets of the kernel. kAuto picks the best one the running CPU supports (decided at
 // run time with __builtin_cpu_supports, whatever the compiler flags); the others force a path.
-// The SIMD paths need head_dim % 64 == 0; other head sizes always run the scalar path. kAvx2 needs
-// AVX2, FMA and F16C; kAvx512 needs AVX-512 F, BW, DQ, VL, VBMI and VNNI (Ice Lake, Zen 4 and
-// later).
+// The SIMD paths need head_dim % 64 == 0; other head sizes (below 64, and 80 and 96, whose last
+// group is shorter) always run the scalar path. kAvx2 needs AVX2, FMA and F16C; kAvx512 needs
+// AVX-512 F, BW, DQ, VL, VBMI and VNNI (Ice Lake, Zen 4 and later).
 enum class Q4Isa { kAuto, kScalar, kAvx2, kAvx512 };
 
 // True when `isa` can run on this CPU (kAuto and kScalar always can).
@@ -27,8 +27,8 @@ Q4Isa ResolveQ4Isa(Q4Isa isa, int head_dim);
 const char* Q4IsaName(Q4Isa isa);
 
 // One layer's quantized keys or values: the two planes of kv_q4_format.h,
-// codes [batch, num_kv_heads, max_len, head_dim / 2], params [..., head_dim / G, 2] fp16 bits
-// (keys by channel: [..., Q4ChannelParamHalves(head_dim)]).
+// codes [batch, num_kv_heads, max_len, head_dim / 2], params [..., Q4ParamHalves(head_dim)] fp16
+// bits (keys by channel: [..., Q4ChannelParamHalves(head_dim)]).
 struct Q4CacheView {
   const uint8_t* codes = nullptr;
   const uint16_t* params = nullptr;

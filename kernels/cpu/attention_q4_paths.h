@@ -18,7 +18,7 @@ struct Work {
   int head_dim = 0;
   int len = 0;                       // attended tokens, >= 1
   const float* q = nullptr;          // [heads, head_dim]: rotated if the keys are, times the scale
-  const float* qsum = nullptr;       // [heads, head_dim / G]: sum of q over each group
+  const float* qsum = nullptr;       // [heads, Q4Groups(head_dim)]: sum of q over each group
   // Keys by channel (kv_q4_channel.h) when >= 0: token 0 is token `key_phase` of its key group of
   // kQ4ChannelGroup tokens, and every attended token lies in a written group; k_params is then
   // the row's key params plane at token 0's slot (Q4ChannelParamHalves(head_dim) per slot), and
@@ -106,7 +106,7 @@ struct alignas(64) ScratchLine {
   float f[16];
 };
 
-// REQUIRES (SIMD paths): head_dim % 64 == 0.
+// AttendScalar takes every head_dim of the format. REQUIRES (SIMD paths): head_dim % 64 == 0.
 void AttendScalar(const Work& w);
 void AttendAvx2(const Work& w);
 void AttendAvx512(const Work& w);

@@ -13,9 +13,10 @@ namespace strata::kernels::cpu::q4 {
 
 void AttendScalar(const Work& w) {
   const int d = w.head_dim;
-  const int g = Q4Group(d);
-  const int groups = d / g;
-  const int half = g / 2;
+  // Group gi's bytes, from byte 32 gi, hold its first half of elements (from element 64 gi) in
+  // their low nibbles and the second half in their high ones (kv_q4_format.h; the last group is
+  // shorter at head_dim 80 and 96).
+  const int groups = Q4Groups(d);
   std::vector<float> scores(static_cast<size_t>(w.heads) * w.len);
   // Keys by channel: per key group, the query times the group's channel scales (qg) and
   // q·minimums per head (bias), so that a score is qg·n + bias.
@@ -46,11 +47,14 @@ void AttendScalar(const Work& w) {
       const float* q = by_channel ? qg.data() + static_cast<size_t>(h) * d : w.q + h * d;
       float score = by_channel ? bias[static_cast<size_t>(h)] : 0.0f;
       for (int gi = 0; gi < groups; ++gi) {
+        const int half = Q4GroupSize(d, gi) / 2;
+        const uint8_t* cg = c + gi * kQ4MaxGroup / 2;
+        const float* q_lo = q + gi * kQ4MaxGroup;
+        const float* q_hi = q_lo + half;
         float dot = 0.0f;
         for (int j = 0; j < half; ++j) {
-          const uint8_t byte = c[gi * half + j];
-          dot += q[gi * g + j] * static_cast<float>(byte & 0xF) +
-                 q[gi * g + j + half] * static_cast<float>(byte >> 4);
+          dot += q_lo[j] * static_cast<float>(cg[j] & 0xF) +
+                 q_hi[j] * static_cast<float>(cg[j] >> 4);
         }
         score += by_channel ? dot
                             : HalfBitsToFloat(p[2 * gi]) * dot +
@@ -81,10 +85,13 @@ void AttendScalar(const Work& w) {
       for (int gi = 0; gi < groups; ++gi) {
         const float ws = prob * HalfBitsToFloat(p[2 * gi]);
         const float wm = prob * HalfBitsToFloat(p[2 * gi + 1]);
+        const int half = Q4GroupSize(d, gi) / 2;
+        const uint8_t* cg = c + gi * kQ4MaxGroup / 2;
+        float* o_lo = o + gi * kQ4MaxGroup;
+        float* o_hi = o_lo + half;
         for (int j = 0; j < half; ++j) {
-          const uint8_t byte = c[gi * half + j];
-          o[gi * g + j] += ws * static_cast<float>(byte & 0xF) + wm;
-          o[gi * g + j + half] += ws * static_cast<float>(byte >> 4) + wm;
+          o_lo[j] += ws * static_cast<float>(cg[j] & 0xF) + wm;
+          o_hi[j] += ws * static_cast<float>(cg[j] >> 4) + wm;
         }
       }
     }

@@ -37,20 +37,19 @@ void QuantizeQ4Group(const float* x, int g, uint8_t* codes, uint16_t* params) {
 }
 
 void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, uint16_t* params) {
-  const int g = Q4Group(head_dim);
-  for (int i = 0; i < head_dim / g; ++i) {
-    QuantizeQ4Group(x + i * g, g, codes + i * g / 2, params + 2 * i);
+  for (int i = 0; i < Q4Groups(head_dim); ++i) {
+    QuantizeQ4Group(x + i * kQ4MaxGroup, Q4GroupSize(head_dim, i), codes + i * kQ4MaxGroup / 2,
+                    params + 2 * i);
   }
 }
 
 void DequantizeQ4Row(const uint8_t* codes, const uint16_t* params, int head_dim, float* x) {
-  const int g = Q4Group(head_dim);
-  const int half = g / 2;
-  for (int i = 0; i < head_dim / g; ++i) {
+  for (int i = 0; i < Q4Groups(head_dim); ++i) {
+    const int half = Q4GroupSize(head_dim, i) / 2;
     const float scale = HalfBitsToFloat(params[2 * i]);
     const float minimum = HalfBitsToFloat(params[2 * i + 1]);
-    const uint8_t* c = codes + i * half;
-    float* y = x + i * g;
+    const uint8_t* c = codes + i * kQ4MaxGroup / 2;
+    float* y = x + i * kQ4MaxGroup;
     for (int j = 0; j < half; ++j) {
       y[j] = static_cast<float>(c[j] & 0xF) * scale + minimum;
       y[j + half] = static_cast<float>(c[j] >> 4) * scale + minimum;

@@ -16,8 +16,9 @@ namespace strata::kernels::cpu {
 // REQUIRES: g even; x finite.
 void QuantizeQ4Group(const float* x, int g, uint8_t* codes, uint16_t* params);
 
-// One token of one head: head_dim / Q4Group(head_dim) groups, codes[Q4CodeBytes(head_dim)],
-// params[Q4ParamHalves(head_dim)]. REQUIRES: head_dim valid for the format.
+// One token of one head: Q4Groups(head_dim) groups (the last one shorter at head_dim 80 and 96),
+// codes[Q4CodeBytes(head_dim)], params[Q4ParamHalves(head_dim)]. REQUIRES: head_dim valid for
+// the format.
 void QuantizeQ4Row(const float* x, int head_dim, uint8_t* codes, uint16_t* params);
 // x[i] = code * float(scale) + float(minimum): what every reader of the format computes.
 void DequantizeQ4Row(const uint8_t* codes, const uint16_t* params, int head_dim, float* x);

@@ -17,9 +17,9 @@ struct Nibble {
   int shift;
 };
 Nibble NibbleOf(int c, int head_dim) {
-  const int g = Q4Group(head_dim);
-  const int j = c % g;
-  return {c / g * (g / 2) + j % (g / 2), j < g / 2 ? 0 : 4};
+  const int i = c / kQ4MaxGroup, j = c % kQ4MaxGroup;  // group i, its element j
+  const int half = Q4GroupSize(head_dim, i) / 2;
+  return {i * kQ4MaxGroup / 2 + j % half, j < half ? 0 : 4};
 }
 
 }  // namespace
@@ -51,6 +51,7 @@ void QuantizeKeyGroupByChannel(const float* const* keys, int head_dim, uint8_t* 
       codes[j * row_bytes + n.byte] |= static_cast<uint8_t>(static_cast<int>(q) << n.shift);
     }
   }
+  std::fill(params + 2 * head_dim, params + kC * Q4ChannelParamHalves(head_dim), uint16_t{0});
 }
 
 void DequantizeKeyByChannel(const uint8_t* codes, const uint16_t* group_params, int head_dim,

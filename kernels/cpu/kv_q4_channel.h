@@ -1,7 +1,7 @@
 // Keys of the 4-bit cache quantized by channel (kernels/kv_q4_format.h, "Keys by channel"): the
 // writer, which quantizes a group of kQ4ChannelGroup slots once its last slot is written, and
 // the reader every attention path and test checks against. Keys are quantized as they come (no
-// rotation or smoothing): per channel over 64 tokens, a channel's own range sets its step, so
+// rotation or smoothing): per channel over 32 tokens, a channel's own range sets its step, so
 // the few large channels of a key no longer stretch every other channel's (KIVI, KVQuant).
 #pragma once
 
@@ -11,7 +11,8 @@ namespace strata::kernels::cpu {
 
 // Quantizes one group: keys[j] is its j-th token's key (head_dim floats), or null for a token
 // that is not fitted (an exact sink token), whose codes become 0. codes and params point at the
-// group's first slot in the row's planes. All null gives zero codes and params.
+// group's first slot in the row's planes; the params past the 2 * head_dim the channels use are
+// zeroed (kv_q4_format.h). All null gives zero codes and params.
 void QuantizeKeyGroupByChannel(const float* const* keys, int head_dim, uint8_t* codes,
                                uint16_t* params);
 

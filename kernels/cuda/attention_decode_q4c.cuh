@@ -17,7 +17,8 @@
 // (codes, the group's key parameters and the tokens' value parameters of one tile per stage),
 // kStages - 1 tiles ahead of the one it computes; the stages are few so that many warps stay
 // resident (see Layout). Rows outside the attended 4-bit range are zero-filled, never read. Code
-// rows are XOR-swizzled (SwizzledChunk) so that ldmatrix reads them without bank conflicts.
+// rows are XOR-swizzled (SwizzledChunk) so that ldmatrix reads them without bank conflicts; the
+// 3-chunk rows of head_dim 80 and 96 need no swizzle.
 //
 // Tensor cores, transposed, as attention_decode.cuh: S^T[32 tokens, 8 heads] = N[32, d] Q'^T and
 // O^T[d, 8 heads] += V^T[d, 32] P^T. Per tile (= key group) each lane folds the group's channel
@@ -46,13 +47,23 @@
 
 namespace strata::kernels::cuda {
 
-// Runs the body with kHeadDim a constant for each head size the default-format kernels support;
-// any other size makes the enclosing launcher return cudaErrorInvalidValue. (80 and 96 are not
-// valid for kernels/kv_q4_format.h, whose groups need head_dim % 64 == 0 above 64.)
+// Runs the body with kHeadDim a constant for each head size the default-format kernels support
+// (Q4ChannelHeadDimSupported); any other size makes the enclosing launcher return
+// cudaErrorInvalidValue.
 #define STRATA_DISPATCH_Q4C_HEAD_DIM(head_dim, kHeadDim, ...) \
   switch (head_dim) {                                         \
     case 64: {                                                \
       constexpr int kHeadDim = 64;                            \
+      __VA_ARGS__                                             \
+      break;                                                  \
+    }                                                         \
+    case 80: {                                                \
+      constexpr int kHeadDim = 80;                            \
+      __VA_ARGS__                                             \
+      break;                                                  \
+    }                                                         \
+    case 96: {                                                \
+      constexpr int kHeadDim = 96;                            \
       __VA_ARGS__                                             \
       break;                                                  \
     }                                                         \
@@ -82,8 +93,11 @@ inline constexpr int kMaxSplits = 256;
 inline constexpr float kLog2e = 1.4426950408889634f;
 
 // Shared memory of one block, in bytes. Per warp, kStages stages of one tile each:
-//   K codes [32][d/2] and V codes [32][d/2] (swizzled 16-byte chunks), the group's key params
-//   [d][2] fp16, the tokens' value params [32][d/64][2] fp16: 38·d bytes a stage.
+//   K codes [32][P/2] and V codes [32][P/2] (swizzled 16-byte chunks), the group's key params
+//   [P][2] fp16, the tokens' value params [32][ceil(d/64)][2] fp16, with P = 32·CodeChunks(d):
+//   38·d bytes a stage at head_dim 64, 128 and 256, 3,712 at 80 and 96. At 80 (P = 96) each
+//   code row keeps 8 padding bytes and the key params 16 zero channels (kernels/kv_q4_format.h),
+//   which the zero query ignores.
 // After the loop the stages are reused for the outputs of kOutSlots partial softmax runs: the
 // warps' quantized runs, then (last split only) their exact-row runs.
 //
@@ -95,17 +109,25 @@ inline constexpr float kLog2e = 1.4426950408889634f;
 // (head_dim 64: 5 blocks, 96 registers; at 6 the 80-register cap spills).
 template <int kHeadDim>
 struct Layout {
-  static constexpr int kRowBytes = kHeadDim / 2;
-  static constexpr int kChunks = kHeadDim / 32;  // 16-byte chunks per code row
-  static constexpr int kGroups = kHeadDim / 64;  // value groups per token
-  static constexpr int kMTiles = kHeadDim / 16;
+  static constexpr int kRowBytes = kHeadDim / 2;               // a code row in global memory
+  static constexpr int kChunks = q4c::CodeChunks(kHeadDim);    // 16-byte chunks per code row
+  static constexpr int kPadDim = 32 * kChunks;                 // channels the fragments cover
+  static constexpr int kSmemRowBytes = 16 * kChunks;           // a code row in shared memory
+  static constexpr int kGroups = (kHeadDim + 63) / 64;         // value groups per token
+  static constexpr int kMTiles = 2 * kChunks;
+  // Code rows are copied 16 bytes at a time, or 8 at head_dim 80 (40-byte rows); the group's key
+  // params (4·P bytes at a slot's 4-byte aligned place) in the widest unit that divides a slot's.
+  static constexpr int kCodeCopy = kRowBytes % 16 == 0 ? 16 : 8;
+  static constexpr int kKParamSlotBytes = 2 * Q4ChannelParamHalves(kHeadDim);
+  static constexpr int kKParamCopy =
+      kKParamSlotBytes % 16 == 0 ? 16 : (kKParamSlotBytes % 8 == 0 ? 8 : 4);
   static constexpr int kStages = kHeadDim >= 128 ? 2 : 3;
-  static constexpr int kMinBlocks = kHeadDim == 64 ? 5 : (kHeadDim == 128 ? 4 : 2);
+  static constexpr int kMinBlocks = kHeadDim == 64 ? 5 : (kHeadDim <= 128 ? 4 : 2);
   static constexpr int kOutSlots = 2 * kWarps;
   static constexpr int kKCodes = 0;
-  static constexpr int kVCodes = kTile * kRowBytes;
-  static constexpr int kKParams = 2 * kTile * kRowBytes;
-  static constexpr int kVParams = kKParams + 4 * kHeadDim;
+  static constexpr int kVCodes = kTile * kSmemRowBytes;
+  static constexpr int kKParams = 2 * kTile * kSmemRowBytes;
+  static constexpr int kVParams = kKParams + 4 * kPadDim;
   static constexpr int kStageBytes = kVParams + kTile * kGroups * 4;
   static constexpr int kPipeBytes = kWarps * kStages * kStageBytes;
   // Floats a head. The fold's float4 reads put heads g and g + 1 in one 8-lane phase at channels
@@ -120,6 +142,8 @@ struct Layout {
   static constexpr int kSmemBytes = kStatsOffset + 2 * kOutSlots * kHeadsPerTile * 4;
   static_assert(kOutSlots * kHeadsPerTile * kHeadDim * 4 <= kPipeBytes, "outputs alias the stages");
   static_assert(kStageBytes % 16 == 0, "stages stay 16-byte aligned");
+  static_assert(kTile * kKParamSlotBytes == 4 * kPadDim, "a group's key params fill their slots");
+  static_assert(4 * kPadDim / kKParamCopy % 32 == 0, "every lane copies as many param units");
 };
 
 struct Params {
@@ -225,29 +249,28 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
   const uint8_t* const v_params = reinterpret_cast<const uint8_t*>(row.v_params);
 
   auto load = [&](int i) {
+    constexpr int kUnits = L::kRowBytes / L::kCodeCopy;  // copy units per code row
     const int slot0 = first + (my_first + i * kWarps) * kTile;
     uint8_t* st = ring + (i % kStages) * L::kStageBytes;
 #pragma unroll
-    for (int it = 0; it < kChunks; ++it) {
+    for (int it = 0; it < kUnits; ++it) {
       const int idx = it * 32 + lane;
-      const int j = idx / kChunks;
-      const int c = idx % kChunks;
+      const int j = idx / kUnits;
+      const int at = idx % kUnits * L::kCodeCopy;  // byte in the row
       const int slot = slot0 + j;
       const bool ok = slot >= quant_lo && slot < quant_hi;
-      const int64_t off = ok ? static_cast<int64_t>(slot) * L::kRowBytes + 16 * c : 0;
-      const int dst = j * L::kRowBytes + 16 * q4c::SwizzledChunk(j, c, kChunks);
-      CpAsync<16>(st + L::kKCodes + dst, row.k_codes + off, ok);
-      CpAsync<16>(st + L::kVCodes + dst, row.v_codes + off, ok);
+      const int64_t off = ok ? static_cast<int64_t>(slot) * L::kRowBytes + at : 0;
+      const int dst =
+          j * L::kSmemRowBytes + 16 * q4c::SwizzledChunk(j, at / 16, kChunks) + at % 16;
+      CpAsync<L::kCodeCopy>(st + L::kKCodes + dst, row.k_codes + off, ok);
+      CpAsync<L::kCodeCopy>(st + L::kVCodes + dst, row.v_codes + off, ok);
     }
-    // The group's key params: 4·d bytes from slot0's, which is (d/8)-byte aligned.
-    const uint8_t* kp = k_params + static_cast<int64_t>(slot0) * (kHeadDim / 8);
-    if constexpr (kHeadDim == 64) {
-      CpAsync<8>(st + L::kKParams + 8 * lane, kp + 8 * lane, true);
-    } else {
+    // The group's key params: 4·P bytes from slot0's.
+    const uint8_t* kp = k_params + static_cast<int64_t>(slot0) * L::kKParamSlotBytes;
 #pragma unroll
-      for (int it = 0; it < kHeadDim / 128; ++it) {
-        CpAsync<16>(st + L::kKParams + 16 * (it * 32 + lane), kp + 16 * (it * 32 + lane), true);
-      }
+    for (int it = 0; it < 4 * L::kPadDim / L::kKParamCopy / 32; ++it) {
+      const int at = L::kKParamCopy * (it * 32 + lane);
+      CpAsync<L::kKParamCopy>(st + L::kKParams + at, kp + at, true);
     }
     // Value params: token `lane` of the tile.
     const int slot = slot0 + lane;
@@ -290,9 +313,12 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
     float bias[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int c = 0; c < kChunks; c += 2) {
+      // An odd last chunk (head_dim 80 and 96) runs alone.
+      constexpr int kLast = kChunks - 1;
       uint32_t qb[2][2][2];  // [chunk c + u][nibble half][k-half]
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
+        if (c + u > kLast) break;
 #pragma unroll
         for (int hi = 0; hi < 2; ++hi) {
           const int ch = q4c::KeyChannel(c + u, t, 0, hi, kHeadDim);
@@ -321,12 +347,13 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
       for (int mt = 0; mt < 2; ++mt) {
         const int mi = lane / 8;
         const int tok = 16 * mt + 8 * (mi & 1) + lane % 8;
-        const int cc = c + (mi >> 1);
+        const int cc = min(c + (mi >> 1), kLast);
         uint32_t r[4];
-        LdMatrixX4(
-            r, st + L::kKCodes + tok * L::kRowBytes + 16 * q4c::SwizzledChunk(tok, cc, kChunks));
+        LdMatrixX4(r, st + L::kKCodes + tok * L::kSmemRowBytes +
+                          16 * q4c::SwizzledChunk(tok, cc, kChunks));
 #pragma unroll
         for (int u = 0; u < 2; ++u) {
+          if (c + u > kLast) break;
           const uint32_t wg = r[2 * u];
           const uint32_t wg8 = r[2 * u + 1];
           const uint32_t a_lo[4] = {HalfBits2(Codes<0>(wg)), HalfBits2(Codes<0>(wg8)),
@@ -440,9 +467,10 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         const int c = 2 * gr + u;
+        if (c >= kChunks) break;  // the last group of head_dim 80 and 96 fills one chunk
         uint32_t r[4];
-        LdMatrixX4Trans(
-            r, st + L::kVCodes + lane * L::kRowBytes + 16 * q4c::SwizzledChunk(lane, c, kChunks));
+        LdMatrixX4Trans(r, st + L::kVCodes + lane * L::kSmemRowBytes +
+                               16 * q4c::SwizzledChunk(lane, c, kChunks));
 #pragma unroll
         for (int ks = 0; ks < 2; ++ks) {
           const uint32_t x = r[2 * ks];
@@ -478,6 +506,7 @@ __device__ __forceinline__ void AttendQuantized(const Params& p, const Q4Channel
 #pragma unroll
     for (int upper = 0; upper < 2; ++upper) {
       const int d = q4c::ValueDim(m, upper, g, kHeadDim);
+      if (L::kPadDim != kHeadDim && d >= kHeadDim) continue;  // padding
       s_o[warp][2 * t][d] = o[m][2 * upper];
       s_o[warp][2 * t + 1][d] = o[m][2 * upper + 1];
     }
@@ -498,7 +527,7 @@ __device__ __forceinline__ int ExactRow(const Q4ChannelDecodeShape& s, int e, in
 template <int kHeadDim>
 __device__ __forceinline__ void PrefetchExact(const Params& p, int64_t row_index, int first,
                                               int quant_hi) {
-  constexpr int kLines = kHeadDim * 4 / 128;  // 128-byte lines per exact row
+  constexpr int kLines = (kHeadDim * 4 + 127) / 128;  // 128-byte lines per exact row
   const Q4ChannelDecodeShape& s = p.s;
   const int sink_len = min(max(s.cache_len - first, 0), s.sink);
   const int n_exact = sink_len + max(0, s.cache_len - quant_hi);
@@ -511,7 +540,8 @@ __device__ __forceinline__ void PrefetchExact(const Params& p, int64_t row_index
     const int line = i % kLines;
     const char* addr =
         (value ? v_plane : k_plane) +
-        static_cast<int64_t>(ExactRow(s, e, sink_len, first, quant_hi)) * kHeadDim * 4 + 128 * line;
+        static_cast<int64_t>(ExactRow(s, e, sink_len, first, quant_hi)) * kHeadDim * 4 +
+        (kHeadDim % 32 == 0 ? 128 * line : min(128 * line, kHeadDim * 4 - 128));  // 320-byte rows
     asm volatile("prefetch.global.L2::evict_last [%0];\n" ::"l"(addr));
   }
 }
@@ -527,7 +557,7 @@ __device__ __forceinline__ void AttendExact(const Params& p, int64_t row_index,
                                             const float (*s_q)[Layout<kHeadDim>::kQStride],
                                             uint8_t* smem, float* s_m, float* s_l, int first,
                                             int quant_hi, int heads_here) {
-  constexpr int kPer = kHeadDim / 32;
+  constexpr int kPer = q4c::CodeChunks(kHeadDim);  // elements a lane, the last maybe past d
   constexpr int kBatch = 2;
   const Q4ChannelDecodeShape& s = p.s;
   const int warp = threadIdx.x / 32;
@@ -553,8 +583,9 @@ __device__ __forceinline__ void AttendExact(const Params& p, int64_t row_index,
       const float* vr = v_exact + static_cast<int64_t>(r) * kHeadDim;
 #pragma unroll
       for (int i = 0; i < kPer; ++i) {
-        kx[u][i] = kr[lane + 32 * i];
-        vx[u][i] = vr[lane + 32 * i];
+        const bool in = kHeadDim % 32 == 0 || lane + 32 * i < kHeadDim;
+        kx[u][i] = in ? kr[lane + 32 * i] : 0.0f;
+        vx[u][i] = in ? vr[lane + 32 * i] : 0.0f;
       }
     }
 #pragma unroll
@@ -567,7 +598,11 @@ __device__ __forceinline__ void AttendExact(const Params& p, int64_t row_index,
         if (kHeadDim == 64 && h >= heads_here) break;
         float dot = 0.0f;
 #pragma unroll
-        for (int i = 0; i < kPer; ++i) dot = fmaf(s_q[h][lane + 32 * i], kx[u][i], dot);
+        for (int i = 0; i < kPer; ++i) {
+          if (kHeadDim % 32 == 0 || lane + 32 * i < kHeadDim) {
+            dot = fmaf(s_q[h][lane + 32 * i], kx[u][i], dot);
+          }
+        }
         dot = WarpSum(dot);
         float use;
         const float alpha = q4c::OnlineRescale(run[h], dot, use);
@@ -588,7 +623,9 @@ __device__ __forceinline__ void AttendExact(const Params& p, int64_t row_index,
       s_l[slot * kHeadsPerTile + h] = run[h].l;
     }
 #pragma unroll
-    for (int i = 0; i < kPer; ++i) s_o[slot][h][lane + 32 * i] = o[h][i];
+    for (int i = 0; i < kPer; ++i) {
+      if (kHeadDim % 32 == 0 || lane + 32 * i < kHeadDim) s_o[slot][h][lane + 32 * i] = o[h][i];
+    }
   }
 }
 
@@ -631,7 +668,8 @@ __global__ void __launch_bounds__(kThreads, Layout<kHeadDim>::kMinBlocks)
     uint32_t h[4], l[4];
     for (int k = 0; k < 4; ++k) {
       uint16_t hb, lb;
-      q4c::SplitQueryHalf(s_q[hh][ch + k], hb, lb);
+      const bool real = L::kPadDim == kHeadDim || ch + k < kHeadDim;  // else padding: 0
+      q4c::SplitQueryHalf(real ? s_q[hh][ch + k] : 0.0f, hb, lb);
       h[k] = hb;
       l[k] = lb;
     }
@@ -703,9 +741,11 @@ inline int HeadTiles(const Q4ChannelDecodeShape& s) {
 }
 
 inline bool ShapeValid(const Q4ChannelDecodeShape& s) {
-  return s.batch >= 0 && s.batch <= 65535 && s.num_kv_heads > 0 && s.num_heads > 0 &&
-         s.num_heads % s.num_kv_heads == 0 && s.cache_len >= 0 && s.cache_len <= s.max_len &&
-         s.sink >= 0 && s.window >= kQ4ChannelGroup &&
+  const bool power_of_two = (s.head_dim & (s.head_dim - 1)) == 0;
+  return (!s.keys_rotated || power_of_two) && s.batch >= 0 && s.batch <= 65535 &&
+         s.num_kv_heads > 0 && s.num_heads > 0 && s.num_heads % s.num_kv_heads == 0 &&
+         s.cache_len >= 0 && s.cache_len <= s.max_len && s.sink >= 0 &&
+         s.window >= kQ4ChannelGroup &&
          static_cast<int64_t>(s.num_kv_heads) * HeadTiles(s) <= 65535;
 }
 
@@ -775,14 +815,10 @@ cudaError_t Run(const Params& p_in, void* workspace, cudaStream_t stream) {
 
 // ---- launchers ----
 
-// True when the default-format kernels (this file and kv_q4_channel.cuh) support head_dim.
-inline bool Q4ChannelHeadDimSupported(int head_dim) {
-  return head_dim == 64 || head_dim == 128 || head_dim == 256;
-}
-
 // Plans the split over the context for `s` on the current device. Call once per shape (batch,
 // heads, head_dim, max_len); the plan holds for every cache_len <= max_len.
-// REQUIRES: Q4ChannelHeadDimSupported(head_dim) (else cudaErrorInvalidValue); window >= 32.
+// REQUIRES: Q4ChannelHeadDimSupported(head_dim) (else cudaErrorInvalidValue); window >= 32;
+// keys_rotated only at a power-of-two head_dim.
 inline cudaError_t PlanDecodeAttentionQ4Channel(const Q4ChannelDecodeShape& s,
                                                 Q4ChannelDecodePlan* plan) {
   if (!decode_q4c::ShapeValid(s)) return cudaErrorInvalidValue;

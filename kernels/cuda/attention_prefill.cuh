@@ -1,6 +1,8 @@
-// Causal attention over an fp32 or fp16 KV cache, for prefill (many new tokens) and, less
+// Causal attention over an fp32, fp16 or bf16 KV cache, for prefill (many new tokens) and, less
 // efficiently, decode: the CUDA twin of kernels/cpu/attention.h's CausalAttention, with the same
-// layouts and the same treatment of left padding (start[b]) and grouped-query heads. A prefill
+// layouts and the same treatment of left padding (start[b]) and grouped-query heads. q and out are
+// fp32 over any cache, or of the cache's half type (activations kept in fp16 or bf16: the kernel
+// widens q, k and v as it stages them and rounds only out). A prefill
 // that fills the 4-bit cache calls WriteQ4Cache (kv_q4.cuh) on the same new rows separately.
 //
 // Tiling. A block owns one (sequence, KV head) and 32 query rows, where row r is
@@ -12,6 +14,7 @@
 // few percent of a layer's FLOPs next to the GEMMs, and this keeps fp32 caches exact to rounding.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -48,11 +51,18 @@ __device__ __forceinline__ float4 LoadFloat4(const __half* p) {
   const float2 b = __half22float2(Half2FromBits(u.y));
   return make_float4(a.x, a.y, b.x, b.y);
 }
+__device__ __forceinline__ float4 LoadFloat4(const __nv_bfloat16* p) {
+  const uint2 u = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u.y));
+  return make_float4(a.x, a.y, b.x, b.y);
+}
 
-template <typename T, int kMaxHeadDim>
+// A: the element type of q and out; T: of the cache.
+template <typename A, typename T, int kMaxHeadDim>
 __global__ void __launch_bounds__(kThreads)
-    CausalAttentionKernel(CausalAttentionShape s, const float* q, const T* k, const T* v,
-                          const int* start, float* out) {
+    CausalAttentionKernel(CausalAttentionShape s, const A* q, const T* k, const T* v,
+                          const int* start, A* out) {
   constexpr int kDimsPerLane = kMaxHeadDim / 32;
   extern __shared__ float4 smem4[];
   const int d = s.head_dim;
@@ -187,34 +197,35 @@ __global__ void __launch_bounds__(kThreads)
     const float l = WarpSum(l_run[j]);
     const int64_t tok = row / group;
     const int head = kv_head * group + static_cast<int>(row % group);
-    float* dst = out + ((b * static_cast<int64_t>(s.new_tokens) + tok) * s.num_heads + head) * d;
+    A* dst = out + ((b * static_cast<int64_t>(s.new_tokens) + tok) * s.num_heads + head) * d;
 #pragma unroll
     for (int i = 0; i < kDimsPerLane; ++i) {
       const int dim = lane + 32 * i;
-      if (dim < d) dst[dim] = l > 0.0f ? o[j][i] / l : 0.0f;
+      if (dim < d) dst[dim] = FromFloat<A>(l > 0.0f ? o[j][i] / l : 0.0f);
     }
   }
 }
 
-template <typename T, int kMaxHeadDim>
-cudaError_t Run(const CausalAttentionShape& s, const float* q, const T* k, const T* v,
-                const int* start, float* out, cudaStream_t stream) {
+template <typename A, typename T, int kMaxHeadDim>
+cudaError_t Run(const CausalAttentionShape& s, const A* q, const T* k, const T* v,
+                const int* start, A* out, cudaStream_t stream) {
   const size_t smem = SmemBytes(s.head_dim);
   if (smem > 48 * 1024) {
-    const cudaError_t err = cudaFuncSetAttribute(CausalAttentionKernel<T, kMaxHeadDim>,
+    const cudaError_t err = cudaFuncSetAttribute(CausalAttentionKernel<A, T, kMaxHeadDim>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(smem));
     if (err != cudaSuccess) return err;
   }
   const int64_t rows = static_cast<int64_t>(s.new_tokens) * (s.num_heads / s.num_kv_heads);
   const dim3 grid(static_cast<unsigned>((rows + kRows - 1) / kRows), s.num_kv_heads, s.batch);
-  CausalAttentionKernel<T, kMaxHeadDim><<<grid, kThreads, smem, stream>>>(s, q, k, v, start, out);
+  CausalAttentionKernel<A, T, kMaxHeadDim><<<grid, kThreads, smem, stream>>>(s, q, k, v, start,
+                                                                             out);
   return cudaGetLastError();
 }
 
-template <typename T>
-cudaError_t Dispatch(const CausalAttentionShape& s, const float* q, const T* k, const T* v,
-                     const int* start, float* out, cudaStream_t stream) {
+template <typename A, typename T>
+cudaError_t Dispatch(const CausalAttentionShape& s, const A* q, const T* k, const T* v,
+                     const int* start, A* out, cudaStream_t stream) {
   if (s.num_kv_heads <= 0 || s.num_heads % s.num_kv_heads != 0 || s.head_dim <= 0 ||
       s.head_dim % 4 != 0 || s.new_tokens < 0 || s.new_tokens > s.cache_len ||
       s.cache_len > s.max_len || s.batch > 65535 || s.num_kv_heads > 65535) {
@@ -222,7 +233,7 @@ cudaError_t Dispatch(const CausalAttentionShape& s, const float* q, const T* k, 
   }
   if (s.batch == 0 || s.new_tokens == 0) return cudaSuccess;
   STRATA_DISPATCH_MAX_HEAD_DIM(s.head_dim, kMaxHeadDim,
-                               { return Run<T, kMaxHeadDim>(s, q, k, v, start, out, stream); });
+                               { return Run<A, T, kMaxHeadDim>(s, q, k, v, start, out, stream); });
 }
 
 }  // namespace prefill
@@ -242,6 +253,20 @@ inline cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q
 inline cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const __half* k,
                                    const __half* v, const int* start, float* out,
                                    cudaStream_t stream) {
+  return prefill::Dispatch(s, q, k, v, start, out, stream);
+}
+
+// The same with fp16 q, k, v and out, all 8-byte aligned (fp16 activations and cache).
+inline cudaError_t CausalAttention(const CausalAttentionShape& s, const __half* q, const __half* k,
+                                   const __half* v, const int* start, __half* out,
+                                   cudaStream_t stream) {
+  return prefill::Dispatch(s, q, k, v, start, out, stream);
+}
+
+// The same with bf16 q, k, v and out, all 8-byte aligned (bf16 activations and cache).
+inline cudaError_t CausalAttention(const CausalAttentionShape& s, const __nv_bfloat16* q,
+                                   const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const int* start, __nv_bfloat16* out, cudaStream_t stream) {
   return prefill::Dispatch(s, q, k, v, start, out, stream);
 }
 

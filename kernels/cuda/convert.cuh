@@ -1,9 +1,8 @@
-// Element type conversions on the device: fp32 activations rounded to fp16/bf16 for a tensor-core
-// GEMM, and fp16/bf16 weights widened to fp32 (exact). Round to nearest even everywhere.
+// Element type conversions on the device between fp32, fp16 and bf16: activations rounded to a
+// half type for a tensor-core GEMM or widened to fp32 for a kernel that reads fp32, weights widened
+// to fp32 or rounded to the activations' type. Widening is exact; rounding is to nearest even.
 #pragma once
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,37 +13,27 @@ namespace strata::kernels::cuda {
 
 // ---- kernels ----
 
-__global__ void FloatToHalfKernel(const float* x, int64_t n, ElemType to, uint16_t* y) {
+template <typename From, typename To>
+__global__ void ConvertKernel(const From* x, int64_t n, To* y) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = to == ElemType::kF16 ? __half_as_ushort(__float2half_rn(x[i]))
-                                : __bfloat16_as_ushort(__float2bfloat16_rn(x[i]));
-  }
-}
-
-__global__ void ToFloatKernel(const void* x, ElemType from, int64_t n, float* y) {
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    y[i] = LoadAsFloat(x, from, i);
+    y[i] = FromFloat<To>(AsFloat(x[i]));
   }
 }
 
 // ---- launchers ----
 
-// y[i] = x[i] rounded to `to` (kF16 or kBF16), as raw 16-bit patterns.
-inline cudaError_t FloatToHalf(const float* x, int64_t n, ElemType to, uint16_t* y,
-                               cudaStream_t stream) {
-  if (to == ElemType::kF32) return cudaErrorInvalidValue;
-  if (n <= 0) return cudaSuccess;
-  FloatToHalfKernel<<<GridFor(n, 256), 256, 0, stream>>>(x, n, to, y);
-  return cudaGetLastError();
-}
-
-// y[i] = float(x[i]) for x of any ElemType.
-inline cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y,
+// y[i] = x[i] as `to`, for the n elements of `from` at x (from == to copies). x and y do not
+// overlap.
+inline cudaError_t Convert(const void* x, ElemType from, int64_t n, ElemType to, void* y,
                            cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  ToFloatKernel<<<GridFor(n, 256), 256, 0, stream>>>(x, from, n, y);
+  STRATA_DISPATCH_ELEM_TYPE(from, From, {
+    STRATA_DISPATCH_ELEM_TYPE(to, To, {
+      ConvertKernel<From, To><<<GridFor(n, 256), 256, 0, stream>>>(static_cast<const From*>(x), n,
+                                                                   static_cast<To*>(y));
+    });
+  });
   return cudaGetLastError();
 }
 

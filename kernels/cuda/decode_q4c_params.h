@@ -8,6 +8,13 @@
 
 namespace strata::kernels::cuda {
 
+// True when the default-format kernels (attention_decode_q4c.cuh and kv_q4_channel.cuh) support
+// head_dim: 64, 80, 96, 128 and 256 (80 and 96 with a shorter last value group and padded code
+// chunks, kernels/kv_q4_format.h).
+constexpr bool Q4ChannelHeadDimSupported(int head_dim) {
+  return head_dim == 64 || head_dim == 80 || head_dim == 96 || head_dim == 128 || head_dim == 256;
+}
+
 // One (sequence, KV head) row of the default 4-bit cache (kernels/kv_q4_format.h, "Keys by
 // channel"), wherever the engine keeps it: all pointers are device memory, each plane holds
 // `stride` slots of that row from slot 0.

@@ -30,10 +30,11 @@ __device__ __forceinline__ int ExactRowOf(int token, int sink, int window) {
 
 // ---- kernels ----
 
-// One warp per (row, group among those this write completes). Lane j owns, in each 64-channel
-// group i, channels 64i + j and 64i + j + 32: exactly the nibbles of code byte 32i + j. The key
-// of a group token comes from this write's rows when written now, else from the exact ring, and
-// sink tokens are not fitted (codes 0), as WriteKeyGroupsByChannel does.
+// One warp per (row, group among those this write completes). Lane j owns, in each channel group
+// i of g = min(64, head_dim - 64i) channels, channels 64i + j and 64i + g/2 + j (j < g/2):
+// exactly the nibbles of code byte 32i + j. The key of a group token comes from this write's
+// rows when written now, else from the exact ring, and sink tokens are not fitted (codes 0), as
+// WriteKeyGroupsByChannel does. Param halves past 2·head_dim (head_dim 80) are written zero.
 __global__ void __launch_bounds__(128)
     WriteKeyGroupsKernel(int batch, int num_kv_heads, int head_dim, int sink, int window,
                          const int* start, int first_slot, int tokens, const float* k_rows,
@@ -69,9 +70,12 @@ __global__ void __launch_bounds__(128)
   const int64_t slot0 = first + static_cast<int64_t>(g) * kC;
   uint16_t* params = row.k_params + slot0 * Q4ChannelParamHalves(d);
   uint8_t* codes = row.k_codes + slot0 * Q4CodeBytes(d);
-  for (int i = 0; i < d / 64; ++i) {
+  for (int x = 2 * d + lane; x < kC * Q4ChannelParamHalves(d); x += 32) params[x] = 0;
+  for (int i = 0; 64 * i < d; ++i) {
+    const int half = min(64, d - 64 * i) / 2;
+    if (lane >= half) break;
     const int c0 = 64 * i + lane;
-    const int c1 = c0 + 32;
+    const int c1 = c0 + half;
     float lo0 = INFINITY, hi0 = -INFINITY, lo1 = INFINITY, hi1 = -INFINITY;
     for (int j = 0; j < kC; ++j) {
       const float* k = key(j);
@@ -153,7 +157,8 @@ __global__ void __launch_bounds__(128)
 }
 
 // One warp per (sequence, token, KV head): the token's value quantized per token (groups of 64
-// along head_dim) into its row's value planes at its slot, as kv_q4.cuh's WriteQ4CacheKernel.
+// along head_dim, the last one shorter at head_dim 80 and 96) into its row's value planes at its
+// slot, as kv_q4.cuh's WriteQ4CacheKernel.
 __global__ void __launch_bounds__(128)
     WriteValueRowsKernel(int batch, int num_kv_heads, int head_dim, const float* v_rows, int tokens,
                          int first_slot, Q4ChannelRow* rows) {
@@ -171,11 +176,13 @@ __global__ void __launch_bounds__(128)
     const int64_t slot = first_slot + t;
     uint8_t* codes = row.v_codes + slot * Q4CodeBytes(d);
     uint16_t* params = row.v_params + slot * Q4ParamHalves(d);
-    for (int gi = 0; gi < d / 64; ++gi) {
-      const float x0 = src[64 * gi + lane];
-      const float x1 = src[64 * gi + lane + 32];
-      float lo = fminf(x0, x1);
-      float hi = fmaxf(x0, x1);
+    for (int gi = 0; 64 * gi < d; ++gi) {
+      const int half = min(64, d - 64 * gi) / 2;  // lanes past it hold no element of the group
+      const bool mine = lane < half;
+      const float x0 = mine ? src[64 * gi + lane] : 0.0f;
+      const float x1 = mine ? src[64 * gi + half + lane] : 0.0f;
+      float lo = mine ? fminf(x0, x1) : INFINITY;
+      float hi = mine ? fmaxf(x0, x1) : -INFINITY;
       for (int offset = 16; offset > 0; offset /= 2) {
         lo = fminf(lo, __shfl_xor_sync(kFullMask, lo, offset));
         hi = fmaxf(hi, __shfl_xor_sync(kFullMask, hi, offset));
@@ -191,7 +198,7 @@ __global__ void __launch_bounds__(128)
         q1 = static_cast<int>(
             fminf(fmaxf(rintf(__fdiv_rn(__fsub_rn(x1, minimum), scale)), 0.0f), 15.0f));
       }
-      codes[32 * gi + lane] = static_cast<uint8_t>(q0 | (q1 << 4));
+      if (mine) codes[32 * gi + lane] = static_cast<uint8_t>(q0 | (q1 << 4));
       if (lane == 0) {
         params[2 * gi] = __half_as_ushort(scale_h);
         params[2 * gi + 1] = __half_as_ushort(min_h);
@@ -212,8 +219,8 @@ inline unsigned WarpBlocks(int64_t items) {
 // All three take rows[batch * num_kv_heads] (device memory, row b * num_kv_heads + h) and this
 // write's rows k_rows / v_rows [batch * tokens, num_kv_heads * head_dim] fp32 (token-major, as a
 // Linear writes them) for slots [first_slot, first_slot + tokens); start (int[batch], device) is
-// each sequence's first real slot. REQUIRES: head_dim 64, 128 or 256 (else cudaErrorInvalidValue);
-// first_slot + tokens <= every row's stride.
+// each sequence's first real slot. REQUIRES: Q4ChannelHeadDimSupported(head_dim) (else
+// cudaErrorInvalidValue); first_slot + tokens <= every row's stride.
 
 // Quantizes every key group whose last token this write holds (kernels/cpu/kv_q4_channel.h's
 // WriteKeyGroupsByChannel): keys from k_rows when written now, else from the exact ring.
@@ -223,7 +230,7 @@ inline cudaError_t WriteKeyGroupsQ4Channel(int batch, int num_kv_heads, int head
                                            int window, const int* start, int first_slot, int tokens,
                                            const float* k_rows, Q4ChannelRow* rows,
                                            cudaStream_t stream) {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256) return cudaErrorInvalidValue;
+  if (!Q4ChannelHeadDimSupported(head_dim)) return cudaErrorInvalidValue;
   if (sink < 0 || window < kQ4ChannelGroup || first_slot < 0 || tokens < 0) {
     return cudaErrorInvalidValue;
   }
@@ -239,14 +246,15 @@ inline cudaError_t WriteKeyGroupsQ4Channel(int batch, int num_kv_heads, int head
 }
 
 // Stores the exact tokens of this write in their rows' exact planes (kernels/cpu/kv_q4_exact.h's
-// WriteExactRows, keys rotated when `rotate_keys`).
+// WriteExactRows, keys rotated when `rotate_keys`, which needs a power-of-two head_dim).
 inline cudaError_t WriteExactRowsQ4Channel(int batch, int num_kv_heads, int head_dim, int sink,
                                            int window, const float* k_rows, const float* v_rows,
                                            int tokens, int first_slot, const int* start,
                                            bool rotate_keys, Q4ChannelRow* rows,
                                            cudaStream_t stream) {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256) return cudaErrorInvalidValue;
+  if (!Q4ChannelHeadDimSupported(head_dim)) return cudaErrorInvalidValue;
   if (sink < 0 || window < 0 || tokens < 0) return cudaErrorInvalidValue;
+  if (rotate_keys && (head_dim & (head_dim - 1)) != 0) return cudaErrorInvalidValue;
   const int64_t work = static_cast<int64_t>(batch) * tokens * num_kv_heads;
   if (work == 0) return cudaSuccess;
   if (work > 0x7FFFFFFF) return cudaErrorInvalidValue;
@@ -262,7 +270,7 @@ inline cudaError_t WriteExactRowsQ4Channel(int batch, int num_kv_heads, int head
 inline cudaError_t WriteValueRowsQ4Channel(int batch, int num_kv_heads, int head_dim,
                                            const float* v_rows, int tokens, int first_slot,
                                            Q4ChannelRow* rows, cudaStream_t stream) {
-  if (head_dim != 64 && head_dim != 128 && head_dim != 256) return cudaErrorInvalidValue;
+  if (!Q4ChannelHeadDimSupported(head_dim)) return cudaErrorInvalidValue;
   if (first_slot < 0 || tokens < 0) return cudaErrorInvalidValue;
   const int64_t work = static_cast<int64_t>(batch) * tokens * num_kv_heads;
   if (work == 0) return cudaSuccess;

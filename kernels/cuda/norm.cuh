@@ -1,8 +1,11 @@
-// LayerNorm and RMSNorm over the last dimension, fp32, one thread block per row. CUDA twins of
-// kernels/cpu/norm.h: same names, same contracts.
+// LayerNorm and RMSNorm over the last dimension, one thread block per row, over fp32, fp16 or bf16
+// activations: statistics and arithmetic in fp32 (fp32 weights), only y rounded to its type. CUDA
+// twins of kernels/cpu/norm.h: same names, same contracts.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/utils.cuh"
 
 namespace strata::kernels::cuda {
 
@@ -22,45 +25,63 @@ __device__ float BlockSum(float v) {
   return total;
 }
 
-template <int kThreads>
-__global__ void RmsNormKernel(const float* x, const float* weight, float eps, int dim, float* y) {
-  const float* xr = x + static_cast<long>(blockIdx.x) * dim;
-  float* yr = y + static_cast<long>(blockIdx.x) * dim;
+// y may be x: each thread reads an element of its row before it writes that element back.
+template <typename T, int kThreads>
+__global__ void RmsNormKernel(const T* x, const float* weight, float eps, int dim, T* y) {
+  const T* xr = x + static_cast<long>(blockIdx.x) * dim;
+  T* yr = y + static_cast<long>(blockIdx.x) * dim;
   float ss = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) ss += xr[i] * xr[i];
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    const float v = AsFloat(xr[i]);
+    ss += v * v;
+  }
   const float inv = rsqrtf(BlockSum<kThreads>(ss) / dim + eps);
-  for (int i = threadIdx.x; i < dim; i += kThreads) yr[i] = weight[i] * (xr[i] * inv);
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    yr[i] = FromFloat<T>(weight[i] * (AsFloat(xr[i]) * inv));
+  }
 }
 
-template <int kThreads>
-__global__ void LayerNormKernel(const float* x, const float* weight, const float* bias, float eps,
-                                int dim, float* y) {
-  const float* xr = x + static_cast<long>(blockIdx.x) * dim;
-  float* yr = y + static_cast<long>(blockIdx.x) * dim;
+template <typename T, int kThreads>
+__global__ void LayerNormKernel(const T* x, const float* weight, const float* bias, float eps,
+                                int dim, T* y) {
+  const T* xr = x + static_cast<long>(blockIdx.x) * dim;
+  T* yr = y + static_cast<long>(blockIdx.x) * dim;
   float s = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) s += xr[i];
+  for (int i = threadIdx.x; i < dim; i += kThreads) s += AsFloat(xr[i]);
   const float mean = BlockSum<kThreads>(s) / dim;
   float var = 0.0f;
-  for (int i = threadIdx.x; i < dim; i += kThreads) var += (xr[i] - mean) * (xr[i] - mean);
+  for (int i = threadIdx.x; i < dim; i += kThreads) {
+    const float c = AsFloat(xr[i]) - mean;
+    var += c * c;
+  }
   const float inv = rsqrtf(BlockSum<kThreads>(var) / dim + eps);
   for (int i = threadIdx.x; i < dim; i += kThreads) {
-    yr[i] = (xr[i] - mean) * inv * weight[i] + (bias ? bias[i] : 0.0f);
+    yr[i] = FromFloat<T>((AsFloat(xr[i]) - mean) * inv * weight[i] + (bias ? bias[i] : 0.0f));
   }
 }
 
 // ---- launchers ----
 
-inline cudaError_t RmsNorm(const float* x, const float* weight, float eps, int rows, int dim,
-                           float* y, cudaStream_t stream) {
+// y[rows, dim] = RMSNorm of x's rows times weight[dim] (fp32); x and y of `type`, y may be x.
+inline cudaError_t RmsNorm(ElemType type, const void* x, const float* weight, float eps, int rows,
+                           int dim, void* y, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  RmsNormKernel<256><<<rows, 256, 0, stream>>>(x, weight, eps, dim, y);
+  STRATA_DISPATCH_ELEM_TYPE(type, T, {
+    RmsNormKernel<T, 256>
+        <<<rows, 256, 0, stream>>>(static_cast<const T*>(x), weight, eps, dim, static_cast<T*>(y));
+  });
   return cudaGetLastError();
 }
 
-inline cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, float eps,
-                             int rows, int dim, float* y, cudaStream_t stream) {
+// y[rows, dim] = LayerNorm of x's rows with weight and bias[dim] (fp32; bias may be null); x and
+// y of `type`, y may be x.
+inline cudaError_t LayerNorm(ElemType type, const void* x, const float* weight, const float* bias,
+                             float eps, int rows, int dim, void* y, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  LayerNormKernel<256><<<rows, 256, 0, stream>>>(x, weight, bias, eps, dim, y);
+  STRATA_DISPATCH_ELEM_TYPE(type, T, {
+    LayerNormKernel<T, 256><<<rows, 256, 0, stream>>>(static_cast<const T*>(x), weight, bias, eps,
+                                                      dim, static_cast<T*>(y));
+  });
   return cudaGetLastError();
 }
 

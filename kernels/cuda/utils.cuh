@@ -3,6 +3,7 @@
 // run-time sizes into compile-time constants over closed sets.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -47,7 +48,52 @@ namespace strata::kernels::cuda {
     return cudaErrorInvalidValue;                               \
   }
 
+// Runs the body with T the element type of an activation or weight of ElemType `type` (float,
+// __half or __nv_bfloat16); any other value makes the enclosing launcher return
+// cudaErrorInvalidValue.
+#define STRATA_DISPATCH_ELEM_TYPE(type, T, ...) \
+  switch (type) {                               \
+    case ElemType::kF32: {                      \
+      using T = float;                          \
+      __VA_ARGS__                               \
+      break;                                    \
+    }                                           \
+    case ElemType::kF16: {                      \
+      using T = __half;                         \
+      __VA_ARGS__                               \
+      break;                                    \
+    }                                           \
+    case ElemType::kBF16: {                     \
+      using T = __nv_bfloat16;                  \
+      __VA_ARGS__                               \
+      break;                                    \
+    }                                           \
+    default:                                    \
+      return cudaErrorInvalidValue;             \
+  }
+
 // ---- device helpers ----
+
+// An element of any of the three types as fp32 (exact), and fp32 rounded to one (to nearest
+// even): the kernels over activations compute in fp32 and round only what they store.
+__device__ __forceinline__ float AsFloat(float x) { return x; }
+__device__ __forceinline__ float AsFloat(__half x) { return __half2float(x); }
+__device__ __forceinline__ float AsFloat(__nv_bfloat16 x) { return __bfloat162float(x); }
+
+template <typename T>
+__device__ __forceinline__ T FromFloat(float x);
+template <>
+__device__ __forceinline__ float FromFloat<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __half FromFloat<__half>(float x) {
+  return __float2half_rn(x);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
 
 constexpr unsigned kFullMask = 0xffffffffu;
 

@@ -22,21 +22,6 @@ namespace strata::kernels::cuda {
 
 // ---- kernels ----
 
-template <typename T>
-__device__ __forceinline__ T FromFloat(float x);
-template <>
-__device__ __forceinline__ float FromFloat<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __half FromFloat<__half>(float x) {
-  return __float2half_rn(x);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 FromFloat<__nv_bfloat16>(float x) {
-  return __float2bfloat16_rn(x);
-}
-
 // One thread per 4 code bytes: 8 outputs, columns j..j+3 and j+G/2..j+G/2+3 of one group.
 template <typename T>
 __global__ void ExpandWeightQ4Kernel(const uint8_t* codes, const __half* params, int64_t rows,

@@ -1,7 +1,13 @@
 // Backend: the ops a transformer layer is built from. Each op is given to a Stream of the backend
 // (memory.h) and runs there in order, asynchronously to the host, on buffers in the backend's
-// device arena: activations are DeviceSpans of fp32 elements (kF32; their sizes are checked),
-// weights DeviceWeights of F32, F16 or BF16 elements that the backend converts as it reads.
+// device arena: weights are DeviceWeights of F32, F16 or BF16 elements that the backend converts
+// as it reads; activations (hidden states, q, k, v, attention outputs, MLP intermediates, the
+// dense KV cache) are DeviceSpans whose type says their element: kF32, kF16 or kBF16 (sizes and
+// types are checked). Every op takes activations of any of the three, all of one type within an
+// op, except where an op says otherwise; it computes in fp32 (accumulation in GEMMs and
+// attention, statistics in norms and softmax) and rounds only what it stores. The runtime keeps
+// its activations in ActivationType(): fp32 on the CPU, fp16 or bf16 on a GPU, as FlexGen and
+// every GPU engine do. Logits, the 4-bit cache's exact rows and its key smoothing are fp32.
 // Small host arrays (token ids, positions, RoPE frequencies) are read before the op returns.
 // The runtime never names a concrete backend: the commands make one
 // (src/backend/cpu/cpu_backend.h, or the CUDA twin) and hand it down.
@@ -50,6 +56,13 @@ class Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
 
+  // The element type (kF32, kF16 or kBF16) in which the runtime keeps activations for a model
+  // whose weights are `weights` (src/memory/model_spec_of.h, WeightDTypeOf). Default: kF32.
+  virtual SpanType ActivationType(DType weights) const {
+    (void)weights;
+    return SpanType::kF32;
+  }
+
   // Memory and order (memory.h). The device tier's arena of `bytes`, allocated once per run:
   // ResourceExhausted, saying how much and what to do, when it cannot be had.
   virtual Result<std::unique_ptr<DeviceArena>> AllocateDeviceArena(uint64_t bytes) = 0;
@@ -89,7 +102,8 @@ class Backend {
     return Status::Ok();
   }
 
-  // y[m, out] = x[m, in] * w[out, in]^T + bias[out] (bias optional: !bias.present()).
+  // y[m, out] = x[m, in] * w[out, in]^T + bias[out] (bias optional: !bias.present()). y may be
+  // kF32 when x is not (the logits).
   virtual void Linear(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,
                       const DeviceWeight& bias, DeviceSpan y) = 0;
   // out[i] = table row ids[i], for each of the ids. REQUIRES (checked): every id in
@@ -115,8 +129,8 @@ class Backend {
                     int head_dim, std::span<const float> inv_freq) = 0;
   // x[i] += y[i].
   virtual void Add(Stream& stream, DeviceSpan x, DeviceSpan y) = 0;
-  // out[rows, cols] (fp32) = the 4-bit matrix whose codes and fp16 params (q4_sizes.h's sizes,
-  // groups of `group` columns) are `codes` and `params`, expanded.
+  // out[rows, cols] (kF32, kF16 or kBF16) = the 4-bit matrix whose codes and fp16 params
+  // (q4_sizes.h's sizes, groups of `group` columns) are `codes` and `params`, expanded.
   virtual void ExpandWeightQ4(Stream& stream, DeviceSpan codes, DeviceSpan params, int64_t rows,
                               int64_t cols, int group, DeviceSpan out) = 0;
   // Causal attention of q over a contiguous cache: layouts and masking in AttentionShape
@@ -155,7 +169,7 @@ class Backend {
   virtual void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q,
                             DeviceSpan scale) = 0;
 
-  // Sampling and scoring, over logits [rows, vocab] (fp32, rows = specs.size() or
+  // Sampling and scoring, over logits [rows, vocab] (kF32, rows = specs.size() or
   // tokens.size()). The results are written to host memory when the stream reaches the op: the
   // caller keeps `out` and reads it only after an event recorded after the op has completed.
   // `specs` and `tokens` are read before the op returns.

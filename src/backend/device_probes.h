@@ -18,7 +18,8 @@ struct DeviceRates {
   double d2h_gbps = 0;           // device -> pinned host
   double d2d_gbps = 0;           // device -> device copy, bytes copied per second
   double memory_gbps = 0;        // device memory: bytes read plus written per second by that copy
-  double prefill_tflops = 0;     // fp16 cuBLAS GEMM, 512 x 4096 x 4096, fp32 accumulation
+  double prefill_tflops = 0;     // fp16 cuBLAS GEMM, 512 x 4096 x 4096, fp32 accumulation,
+                                 // fp16 output
   double decode_tflops = 0;      // the same at 16 rows
   double attention_gbps = 0;     // fp16-cache decode attention, cache bytes read per second
   double attention_q4_gbps = 0;  // 4-bit-cache decode attention

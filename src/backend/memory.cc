@@ -26,6 +26,12 @@ const char* SpanTypeName(SpanType type) {
   return "?";
 }
 
+uint64_t SpanElementBytes(SpanType type) {
+  STRATA_CHECK_MSG(type == SpanType::kF32 || type == SpanType::kF16 || type == SpanType::kBF16,
+                   "not a dense element type");
+  return type == SpanType::kF32 ? 4 : 2;
+}
+
 DeviceSpan DeviceSpan::Sub(uint64_t offset, uint64_t bytes) const {
   return Sub(offset, bytes, type_);
 }

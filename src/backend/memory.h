@@ -29,6 +29,8 @@ namespace strata {
 enum class SpanType : uint8_t { kBytes, kF32, kF16, kBF16, kQ4 };
 SpanType SpanTypeOf(DType dtype);
 const char* SpanTypeName(SpanType type);
+// Bytes of one element of a dense type (kF32, kF16, kBF16). REQUIRES: such a type.
+uint64_t SpanElementBytes(SpanType type);
 
 class DeviceArena;
 

@@ -5,6 +5,8 @@
 
 #include <cstdint>
 
+#include "src/backend/memory.h"
+
 namespace strata {
 
 // Causal attention of `new_tokens` query tokens per sequence over a contiguous cache:
@@ -66,6 +68,9 @@ struct OpLimits {
   int64_t linear_out = 0;              // the widest Linear output, features
   int64_t linear_weight_elements = 0;  // the largest Linear weight, out x in elements
   bool half_weights = false;           // some weight the ops read is F16 or BF16 (else all F32)
+  int64_t rounded_weight_elements = 0;  // with fp16/bf16 activations: the largest Linear weight
+                                        // of another type (F32, or the other half type), which
+                                        // a GEMM may round first; 0 when all are of theirs
   int batch = 0;                       // sequences of one op: attention's, and the rows
                                        // SampleTokens and ScoreTokens take
   int vocab = 0;                       // logits per row of SampleTokens and ScoreTokens
@@ -77,6 +82,7 @@ struct OpLimits {
   int max_len = 0;                     // cache slots per sequence: the longest cache_len
   bool kv_q4 = false;                  // the 4-bit cache ops run (WriteKvQ4, AttendKvQ4 ...)
   KvQ4Format kv_q4_format;             // ... in this format
+  SpanType activations = SpanType::kF32;  // the activations' element type (ActivationType)
 };
 
 // How a token is drawn from one row of logits: greedy (temperature <= 0 or top_k == 1: the

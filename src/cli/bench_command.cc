@@ -124,6 +124,7 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchOptions* o) {
       ->capture_default_str();
   AddPolicyFlags(cmd, &o->policy);
   AddDeviceFlag(cmd, &o->device);
+  AddActivationsFlag(cmd, &o->activations);
   cmd->add_option("--weight-dtype", o->weight_dtype, "f16, bf16 or f32")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU threads (0: all cores)")->capture_default_str();
   return cmd;
@@ -136,7 +137,7 @@ int BenchCommand(const BenchOptions& o) {
   }
   if (o.max_block_size < 1) return Fail(Status::InvalidArgument("--max-block-size must be >= 1"));
   SetCpuThreads(o.threads);
-  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes);
+  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes, o.activations);
   if (!backends.ok()) return Fail(backends.status());
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
@@ -156,7 +157,10 @@ int BenchCommand(const BenchOptions& o) {
                                    std::to_string(config.max_position_embeddings) + " tokens"));
   }
   std::optional<ModelSpec> spec;
-  if (Result<ModelSpec> s = ModelSpecOf(model); s.ok()) spec = std::move(s).value();
+  if (Result<ModelSpec> s = ModelSpecOf(model, ActivationBytesOn(*backends->device, model));
+      s.ok()) {
+    spec = std::move(s).value();
+  }
   LogInfo("device " + backends->description + "; hardware profile: " + hardware_origin);
   const Workload workload{o.prompt_len, o.gen_len, 0};
   Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, workload, *hardware, o.max_block_size,

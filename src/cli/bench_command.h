@@ -30,6 +30,7 @@ struct BenchOptions {
   std::string weight_dtype = "f16";  // f16, bf16 or f32
   int threads = 0;            // CPU threads (0: all cores)
   std::string device = "auto";  // --device: auto, cuda or cpu (src/cli/device_flags.h)
+  std::string activations = "auto";  // --activations: auto, fp32, fp16 or bf16 (likewise)
 };
 
 // Registers the `bench` subcommand and its flags on `app`, filling *options when parsed.

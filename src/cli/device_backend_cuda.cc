@@ -5,9 +5,11 @@
 
 namespace strata {
 
-std::unique_ptr<Backend> MakeGpuBackend(std::string* why_not, int64_t* free_bytes,
-                                        std::string* name) {
-  std::unique_ptr<Backend> backend = MakeCudaBackend({}, why_not);
+std::unique_ptr<Backend> MakeGpuBackend(std::optional<SpanType> activations, std::string* why_not,
+                                        int64_t* free_bytes, std::string* name) {
+  CudaBackendOptions options;
+  options.activations = activations;
+  std::unique_ptr<Backend> backend = MakeCudaBackend(options, why_not);
   if (backend == nullptr) return nullptr;
   const CudaDeviceInfo info = QueryCudaDevices();
   *free_bytes = static_cast<int64_t>(info.free_memory_bytes);

@@ -3,7 +3,8 @@
 
 namespace strata {
 
-std::unique_ptr<Backend> MakeGpuBackend(std::string* why_not, int64_t*, std::string*) {
+std::unique_ptr<Backend> MakeGpuBackend(std::optional<SpanType>, std::string* why_not, int64_t*,
+                                        std::string*) {
   *why_not =
       "this strata was built without the CUDA backend (configured with STRATA_CUDA=OFF, or "
       "where nvcc was not found); rebuild with -DSTRATA_CUDA=ON";

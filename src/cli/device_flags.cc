@@ -5,6 +5,7 @@
 #include "policy/memory_accounting.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/core/log.h"
+#include "src/memory/model_spec_of.h"
 #include "src/memory/placement.h"
 
 namespace strata {
@@ -14,6 +15,14 @@ void AddDeviceFlag(CLI::App* cmd, std::string* device) {
                   "Where the device tier lives and computes: cuda (GPU 0), cpu, or auto (cuda "
                   "when a GPU is usable)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+}
+
+void AddActivationsFlag(CLI::App* cmd, std::string* activations) {
+  cmd->add_option("--activations", *activations,
+                  "Element type of the device's activations: auto (fp16, or bf16 for a bf16 "
+                  "model, on a GPU; fp32 on the CPU), fp32, fp16 or bf16")
+      ->check(CLI::IsMember({"auto", "fp32", "fp16", "bf16"}))
       ->capture_default_str();
 }
 
@@ -30,10 +39,20 @@ void AddGpuMemoryFlag(CLI::App* cmd, int64_t* bytes) {
       ->check(CLI::NonNegativeNumber);
 }
 
-Result<Backends> MakeBackends(const std::string& device, int64_t gpu_memory_bytes) {
+Result<Backends> MakeBackends(const std::string& device, int64_t gpu_memory_bytes,
+                              const std::string& activations) {
   if (device != "auto" && device != "cuda" && device != "cpu") {
     return Status::InvalidArgument("--device " + device + " is not one of auto, cuda, cpu");
   }
+  std::optional<SpanType> type;
+  if (activations == "fp32") type = SpanType::kF32;
+  if (activations == "fp16") type = SpanType::kF16;
+  if (activations == "bf16") type = SpanType::kBF16;
+  if (!type && activations != "auto") {
+    return Status::InvalidArgument("--activations " + activations +
+                                   " is not one of auto, fp32, fp16, bf16");
+  }
+  const std::string kept = type ? ", " + activations + " activations" : "";
   if (gpu_memory_bytes < 0) {
     return Status::InvalidArgument("--gpu-memory must be a size of at least 0");
   }
@@ -42,7 +61,7 @@ Result<Backends> MakeBackends(const std::string& device, int64_t gpu_memory_byte
   if (device != "cpu") {
     std::string why_not;
     std::string name;
-    b.device = MakeGpuBackend(&why_not, &b.device_free_bytes, &name);
+    b.device = MakeGpuBackend(type, &why_not, &b.device_free_bytes, &name);
     if (b.device == nullptr) {
       if (device == "cuda") {
         const bool says_what_to_do = why_not.find("--device cpu") != std::string::npos;
@@ -53,7 +72,8 @@ Result<Backends> MakeBackends(const std::string& device, int64_t gpu_memory_byte
       b.description = "cpu (" + why_not + ")";
     } else {
       b.kind = DeviceKind::kCuda;
-      b.description = "cuda (" + name + ", " + FormatBytes(b.device_free_bytes) + " free)";
+      b.description =
+          "cuda (" + name + ", " + FormatBytes(b.device_free_bytes) + " free" + kept + ")";
       if (gpu_memory_bytes > b.device_free_bytes) {
         return Status::ResourceExhausted(
             "--gpu-memory " + FormatBytes(gpu_memory_bytes) + " is more than the " +
@@ -63,17 +83,26 @@ Result<Backends> MakeBackends(const std::string& device, int64_t gpu_memory_byte
       return b;
     }
   }
-  b.device = MakeCpuBackend();
+  CpuBackendOptions cpu;
+  cpu.activations = type.value_or(SpanType::kF32);
+  b.device = MakeCpuBackend(cpu);
   if (b.description.empty()) b.description = "cpu";
+  b.description += kept;
   return b;
+}
+
+int ActivationBytesOn(const Backend& device, const Model& model) {
+  return static_cast<int>(SpanElementBytes(device.ActivationType(WeightDTypeOf(model))));
 }
 
 DeviceScratchFn DeviceScratchOf(const Backend& device, const Model& model,
                                 const Workload& workload) {
-  return [&device, &model, workload](const Plan& plan) {
+  const SpanType activations = device.ActivationType(WeightDTypeOf(model));
+  return [&device, &model, workload, activations](const Plan& plan) {
     const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, workload.prompt_len,
                            workload.prompt_len + workload.gen_len};
-    return static_cast<int64_t>(device.ScratchBytes(OpLimitsOf(model, plan, shape)));
+    return static_cast<int64_t>(
+        device.ScratchBytes(OpLimitsOf(model, plan, shape, activations)));
   };
 }
 

@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--shard", run.shard, "I/N: run only shard I of N (merge with strata merge)");
   strata::AddPolicyFlags(run_cmd, &run.policy);
   strata::AddDeviceFlag(run_cmd, &run.device);
+  strata::AddActivationsFlag(run_cmd, &run.activations);
   run_cmd->add_option("--metrics", run.metrics, "Write JSON metrics to this file at the end");
   run_cmd->add_option("--progress-interval", run.progress_interval_s,
                       "Seconds between progress lines when stderr is not a terminal")

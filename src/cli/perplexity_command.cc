@@ -53,6 +53,7 @@ CLI::App* AddPerplexityCommand(CLI::App& app, PerplexityOptions* o) {
   AddCacheFormatFlags(cmd, &o->cache);
   cmd->add_flag("--compress-weight", o->compress_weight, "4-bit weights");
   AddDeviceFlag(cmd, &o->device);
+  AddActivationsFlag(cmd, &o->activations);
   AddGpuMemoryFlag(cmd, &o->gpu_memory_bytes);
   return cmd;
 }
@@ -79,8 +80,9 @@ int PerplexityCommand(const PerplexityOptions& o) {
                                         std::to_string(o.prompt) +
                                         "; give a window of at least prompt + 1 tokens"));
   }
-  Result<Backends> backends = MakeBackends(o.device, o.gpu_memory_bytes);
+  Result<Backends> backends = MakeBackends(o.device, o.gpu_memory_bytes, o.activations);
   if (!backends.ok()) return Fail(backends.status());
+  LogInfo("device " + backends->description);
   std::ifstream file(o.input, std::ios::binary);
   if (!file) return Fail(Status::NotFound("cannot open --input " + o.input));
   std::stringstream text;

@@ -36,7 +36,8 @@ struct PerplexityOptions {
   CacheFormatFlags cache;        // with compress_cache: its format (src/cli/policy_flags.h);
                                  // unset: a plan's defaults
   bool compress_weight = false;  // 4-bit weights, expanded to fp32 a layer at a time
-  std::string device = "auto";  // --device and --gpu-memory (src/cli/device_flags.h)
+  std::string device = "auto";  // --device, --activations and --gpu-memory
+  std::string activations = "auto";  // (src/cli/device_flags.h)
   int64_t gpu_memory_bytes = 0;
 };
 

@@ -27,9 +27,8 @@ struct Inputs {
 
 // A preset (name or YAML), or the description of a model on disk: a GGUF file, a Hugging Face
 // directory or a strata store, loaded (memory-mapped; quantized GGUF tensors are left as stored:
-// only their shapes are read) and described as the CPU build runs it (fp32 weights and
-// activations).
-Result<ModelSpec> LoadModelSpec(const std::string& name) {
+// only their shapes are read) and described with activations of `activation_bytes`.
+Result<ModelSpec> LoadModelSpec(const std::string& name, int activation_bytes) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const bool yaml = name.ends_with(".yaml") || name.ends_with(".yml");
@@ -37,7 +36,7 @@ Result<ModelSpec> LoadModelSpec(const std::string& name) {
     LoadOptions load;
     load.expand_gguf = false;
     STRATA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, LoadModel(name, load));
-    return ModelSpecOf(*model);
+    return ModelSpecOf(*model, activation_bytes);
   }
   if (!yaml && (name.find('/') != std::string::npos || name.ends_with(".gguf"))) {
     return Status::NotFound("model '" + name + "' does not exist; --model takes a preset name "
@@ -50,7 +49,6 @@ Result<ModelSpec> LoadModelSpec(const std::string& name) {
 
 Result<Inputs> LoadInputs(const PlanOptions& o) {
   Inputs in;
-  STRATA_ASSIGN_OR_RETURN(in.model, LoadModelSpec(o.model));
   std::string hw_path = DefaultHardwareProfilePath();
   std::error_code ec;
   if (!o.hardware.empty()) {
@@ -62,6 +60,9 @@ Result<Inputs> LoadInputs(const PlanOptions& o) {
   }
   STRATA_ASSIGN_OR_RETURN(in.hardware, LoadHardwareSpecYaml(hw_path));
   if (o.gpu_memory_bytes > 0) in.hardware.gpu_capacity_bytes = o.gpu_memory_bytes;
+  // A model on disk runs as the profile's device keeps activations: fp32 on the CPU standing in
+  // for a GPU, fp16 or bf16 on a GPU (Backend::ActivationType).
+  STRATA_ASSIGN_OR_RETURN(in.model, LoadModelSpec(o.model, in.hardware.gpu_emulated ? 4 : 2));
   in.workload = {o.prompt_len, o.gen_len, o.num_prompts};
   STRATA_RETURN_IF_ERROR(in.workload.Validate(in.model));
   return in;

@@ -134,7 +134,7 @@ int RunCommand(const RunOptions& o) {
     return Fail(Status::InvalidArgument("--output " + o.output + " is the input file; give the "
                                         "results a file of their own"));
   }
-  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes);
+  Result<Backends> backends = MakeBackends(o.device, o.policy.gpu_memory_bytes, o.activations);
   if (!backends.ok()) return Fail(backends.status());
   std::string hardware_origin;
   Result<std::optional<HardwareSpec>> hardware = HardwareFromFlags(o.policy, &hardware_origin);
@@ -194,7 +194,10 @@ int RunCommand(const RunOptions& o) {
   if (!reader.ok()) return Fail(reader.status().WithContext("input"));
 
   std::optional<ModelSpec> spec;
-  if (Result<ModelSpec> s = ModelSpecOf(**model); s.ok()) spec = std::move(s).value();
+  if (Result<ModelSpec> s = ModelSpecOf(**model, ActivationBytesOn(*backends->device, **model));
+      s.ok()) {
+    spec = std::move(s).value();
+  }
   const Workload workload = SearchWorkload(config);
   Result<ChosenPlan> chosen = ChoosePlan(o.policy, spec, workload, *hardware, o.batch_size,
                                          DeviceScratchOf(*backends->device, **model, workload));

@@ -22,6 +22,7 @@ struct RunOptions {
   // batch_size runs as one micro-batch. Every plan runs on the one engine (OffloadGenerator).
   PolicyFlags policy;
   std::string device = "auto";  // --device: auto, cuda or cpu (src/cli/device_flags.h)
+  std::string activations = "auto";  // --activations: auto, fp32, fp16 or bf16 (likewise)
 };
 
 // Runs the job and returns the process exit code (src/cli/exit_codes.h): 0 all completed, 1

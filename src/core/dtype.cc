@@ -51,6 +51,34 @@ uint16_t FloatToHalf(float f) {
   return sign | static_cast<uint16_t>(half);
 }
 
+uint16_t FloatToBf16(float f) {
+  uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
+}
+
+void ConvertFromFloat(DType t, const float* src, void* dst, size_t n) {
+  switch (t) {
+    case DType::kF32:
+      std::memcpy(dst, src, n * 4);
+      return;
+    case DType::kF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = FloatToHalf(src[i]);
+      return;
+    }
+    case DType::kBF16: {
+      auto* d = static_cast<uint16_t*>(dst);
+      for (size_t i = 0; i < n; ++i) d[i] = FloatToBf16(src[i]);
+      return;
+    }
+    case DType::kQ4:
+      break;
+  }
+  STRATA_CHECK(t != DType::kQ4);
+}
+
 void ConvertToFloat(DType t, const void* src, float* dst, size_t n) {
   switch (t) {
     case DType::kF32:

@@ -51,6 +51,9 @@ inline float HalfToFloat(uint16_t h) {
 // Float to IEEE half, round to nearest even, overflow to inf.
 uint16_t FloatToHalf(float f);
 
+// Float to bfloat16, round to nearest even; NaN stays NaN.
+uint16_t FloatToBf16(float f);
+
 inline float Bf16ToFloat(uint16_t b) {
   const uint32_t bits = static_cast<uint32_t>(b) << 16;
   float f;
@@ -60,5 +63,7 @@ inline float Bf16ToFloat(uint16_t b) {
 
 // Converts n elements of type `t` at `src` to float. REQUIRES: t != kQ4.
 void ConvertToFloat(DType t, const void* src, float* dst, size_t n);
+// Rounds n floats to type `t` at `dst` (to nearest even). REQUIRES: t != kQ4.
+void ConvertFromFloat(DType t, const float* src, void* dst, size_t n);
 
 }  // namespace strata

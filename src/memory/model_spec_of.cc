@@ -4,6 +4,23 @@
 
 namespace strata {
 
+DType WeightDTypeOf(const Model& model) {
+  const ModelWeights& w = model.weights();
+  bool bf16 = false, f16 = false;
+  auto note = [&](const TensorView& t) {
+    bf16 = bf16 || (t.present() && t.dtype == DType::kBF16);
+    f16 = f16 || (t.present() && t.dtype == DType::kF16);
+  };
+  for (const TensorView* t : {&w.token_embedding, &w.position_embedding, &w.final_norm,
+                              &w.final_norm_bias, &w.lm_head}) {
+    note(*t);
+  }
+  for (const LayerWeights& layer : w.layers) {
+    for (TensorView LayerWeights::*field : kLayerTensorFields<TensorView>) note(layer.*field);
+  }
+  return bf16 ? DType::kBF16 : f16 ? DType::kF16 : DType::kF32;
+}
+
 Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes) {
   const ModelConfig& c = model.config();
   const ModelWeights& w = model.weights();

@@ -10,7 +10,11 @@ namespace strata {
 
 // Unsupported when a ModelSpec cannot describe the model byte for byte: weights of more than one
 // dtype, or biases on some projections but not others. `activation_dtype_bytes` is what the
-// backend computes in (4: the fp32 CPU backend).
+// backend keeps its activations in (Backend::ActivationType; 4: the fp32 CPU backend).
 Result<ModelSpec> ModelSpecOf(const Model& model, int activation_dtype_bytes = 4);
+
+// The model's weights as Backend::ActivationType takes them: kBF16 when a tensor is BF16 (a
+// model trained in bf16), else kF16 when one is F16, else kF32 (4-bit tensors do not count).
+DType WeightDTypeOf(const Model& model);
 
 }  // namespace strata

@@ -24,11 +24,12 @@ Status CheckShape(const BlockShape& s) {
   return Status::Ok();
 }
 
-void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, TierLayout& layout,
-                CachePlacement& out) {
+void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, SpanType activations,
+                TierLayout& layout, CachePlacement& out) {
+  const uint64_t act = SpanElementBytes(activations);
   out.rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads, plan.cache_gpu_percent,
                        plan.cache_cpu_percent);
-  out.format = KvFormatOf(c.head_dim, plan);
+  out.format = KvFormatOf(c.head_dim, plan, activations);
   out.head_dim = c.head_dim;
   out.max_len = s.max_len;
   out.row_bytes = int64_t{s.max_len} * out.format.slot_bytes();
@@ -55,7 +56,8 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
   if (plan.compress_cache) {
     out.prefill = layout.Reserve<Tier::kGpu>(
         MemoryUse::kWorkspace, "kv_prefill",
-        2 * static_cast<uint64_t>(c.num_kv_heads) * s.prompt_len * c.head_dim * 4, kArenaAlignment);
+        2 * static_cast<uint64_t>(c.num_kv_heads) * s.prompt_len * c.head_dim * act,
+        kArenaAlignment);
   }
   if (plan.smooth_keys()) {
     out.smoothing =
@@ -83,7 +85,7 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
     out.cpu_workspace[i] =
         layout.Reserve<Tier::kCpu>(MemoryUse::kWorkspace, "cpu_attention_workspace." + n,
                                    2 * static_cast<uint64_t>(s.gpu_batch_size) *
-                                       (c.num_heads + c.num_kv_heads) * c.head_dim * 4,
+                                       (c.num_heads + c.num_kv_heads) * c.head_dim * act,
                                    kArenaAlignment);
   }
   if (delegate && plan.exact_tokens()) {
@@ -98,12 +100,13 @@ void PlaceCache(const ModelConfig& c, const Plan& plan, const BlockShape& s, Tie
 // CPU attention: a decode step's disk rows of a slice come to the CPU laid out as on disk, so
 // that they are read and written in place. 4 KiB-aligned: reserved before anything else.
 void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockShape& s,
-                            TierLayout& layout, CachePlacement& out) {
+                            SpanType activations, TierLayout& layout, CachePlacement& out) {
   const TierRows rows = SplitRows(int64_t{s.gpu_batch_size} * c.num_kv_heads,
                                   plan.cache_gpu_percent, plan.cache_cpu_percent);
   if (!plan.cpu_attention || rows.disk == 0) return;
   const uint64_t bytes =
-      static_cast<uint64_t>(s.max_len) * KvFormatOf(c.head_dim, plan).slot_bytes() * rows.disk;
+      static_cast<uint64_t>(s.max_len) * KvFormatOf(c.head_dim, plan, activations).slot_bytes() *
+      rows.disk;
   for (int i = 0; i < 2; ++i) {
     out.cpu_slots[i] =
         layout.Reserve<Tier::kCpu>(MemoryUse::kStaging, "cpu_attention_cache." + std::to_string(i),
@@ -112,10 +115,10 @@ void PlaceCpuAttentionSlots(const ModelConfig& c, const Plan& plan, const BlockS
 }
 
 void PlaceActivations(const ModelConfig& c, const Plan& plan, const BlockShape& s,
-                      TierLayout& layout, ActivationPlacement& out) {
+                      SpanType activations, TierLayout& layout, ActivationPlacement& out) {
   out.rows = SplitRows(int64_t{s.gpu_batch_size} * s.prompt_len, plan.activation_gpu_percent,
                        plan.activation_cpu_percent);
-  out.row_bytes = int64_t{c.hidden_size} * 4;
+  out.row_bytes = int64_t{c.hidden_size} * static_cast<int64_t>(SpanElementBytes(activations));
   const uint64_t row = static_cast<uint64_t>(out.row_bytes);
   for (int k = 0; k < s.num_micro_batches; ++k) {
     const std::string name = "hidden.mb" + std::to_string(k);
@@ -154,12 +157,14 @@ uint64_t LargestDiskExtent(const TierLayout& layout) {
 
 }  // namespace
 
-KvFormat KvFormatOf(int head_dim, const Plan& plan) {
-  // The accounting's planes, fp32 here (src/memory does not depend on kernels/; the executor
-  // checks the 4-bit ones against kernels/kv_q4_format.h).
-  const std::array<int64_t, 4> b = KvHeadTokenPlaneBytes(head_dim, 4, plan);
+KvFormat KvFormatOf(int head_dim, const Plan& plan, SpanType activations) {
+  // The accounting's planes (src/memory does not depend on kernels/; the executor checks the
+  // 4-bit ones against kernels/kv_q4_format.h).
+  const std::array<int64_t, 4> b = KvHeadTokenPlaneBytes(
+      head_dim, static_cast<int>(SpanElementBytes(activations)), plan);
   KvFormat f;
   f.q4 = plan.compress_cache;
+  f.element = activations;
   f.parts = f.q4 ? 2 : 1;
   if (f.q4) {
     std::copy(b.begin(), b.end(), f.plane_bytes);
@@ -176,14 +181,15 @@ TierRows SplitRows(int64_t rows, int gpu_percent, int cpu_percent) {
   return {rows, gpu, gpu_cpu - gpu, rows - gpu_cpu};
 }
 
-uint64_t TransformerWorkspaceBytes(const ModelConfig& c, int64_t max_rows) {
+uint64_t TransformerWorkspaceBytes(const ModelConfig& c, int64_t max_rows, SpanType activations) {
   const int64_t per_row = 2 * int64_t{c.hidden_size} + 2 * int64_t{c.num_heads} * c.head_dim +
                           2 * int64_t{c.num_kv_heads} * c.head_dim +
                           int64_t{c.intermediate_size} * (c.gated_mlp ? 2 : 1);
-  return static_cast<uint64_t>(max_rows * per_row) * sizeof(float);
+  return static_cast<uint64_t>(max_rows * per_row) * SpanElementBytes(activations);
 }
 
-OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shape) {
+OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shape,
+                    SpanType activations) {
   const ModelConfig& c = model.config();
   const int64_t hidden = c.hidden_size;
   const int64_t q = int64_t{c.num_heads} * c.head_dim;
@@ -191,6 +197,7 @@ OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shap
   const int64_t mlp = c.intermediate_size;
   const int64_t vocab = c.vocab_size;
   OpLimits l;
+  l.activations = activations;
   l.rows = int64_t{shape.gpu_batch_size} * shape.prompt_len;
   // The Linears: q, k, v [q or kv, hidden], o [hidden, q], up and gate [mlp, hidden], down
   // [hidden, mlp], the output layer [vocab, hidden].
@@ -206,6 +213,20 @@ OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shap
   for (const LayerWeights& layer : w.layers) {
     for (TensorView LayerWeights::*field : kLayerTensorFields<TensorView>) {
       l.half_weights = l.half_weights || half(layer.*field);
+    }
+  }
+  if (activations != SpanType::kF32) {  // 4-bit weights expand to the activations' type
+    auto other = [&](const TensorView& t) {
+      const bool rounded =
+          t.present() && t.dtype != DType::kQ4 && SpanTypeOf(t.dtype) != activations;
+      return rounded ? t.dim(0) * t.dim(1) : int64_t{0};
+    };
+    l.rounded_weight_elements = other(w.lm_head);
+    for (const LayerWeights& layer : w.layers) {
+      for (const TensorView* t : {&layer.wq, &layer.wk, &layer.wv, &layer.wo, &layer.w_gate,
+                                  &layer.w_up, &layer.w_down}) {
+        l.rounded_weight_elements = std::max(l.rounded_weight_elements, other(*t));
+      }
     }
   }
   l.batch = shape.gpu_batch_size;
@@ -227,7 +248,8 @@ OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shap
   return l;
 }
 
-Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape) {
+Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockShape& shape,
+                             SpanType activations) {
   STRATA_RETURN_IF_ERROR(plan.Validate());
   STRATA_RETURN_IF_ERROR(CheckShape(shape));
   if (model.has_q4_weights() && !plan.compress_weight) {
@@ -236,10 +258,10 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
                                    "--compress-weight");
   }
   const ModelConfig& c = model.config();
-  if (plan.compress_cache &&
-      (c.head_dim % 2 != 0 || (c.head_dim > 64 && c.head_dim % 64 != 0))) {
-    return Status::Unsupported("the 4-bit KV cache needs an even head_dim, and a multiple of 64 "
-                               "above 64; this model has " + std::to_string(c.head_dim) +
+  const int act = static_cast<int>(SpanElementBytes(activations));
+  if (plan.compress_cache && !KvQ4TakesHeadDim(c.head_dim)) {
+    return Status::Unsupported(std::string("the 4-bit KV cache takes ") + kKvQ4HeadDims +
+                               "; this model has " + std::to_string(c.head_dim) +
                                ": run without --compress-cache");
   }
   if (plan.rotate_keys() && (c.head_dim & (c.head_dim - 1)) != 0) {
@@ -252,16 +274,17 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   {
     TierLayout homes;
     CachePlacement cache;
-    ActivationPlacement activations;
-    const WeightPlacement weights = PlaceWeights(model, plan, homes);
-    PlaceCache(c, plan, shape, homes, cache);
-    PlaceActivations(c, plan, shape, homes, activations);
+    ActivationPlacement hidden;
+    const WeightPlacement weights = PlaceWeights(model, plan, homes, act);
+    PlaceCache(c, plan, shape, activations, homes, cache);
+    PlaceActivations(c, plan, shape, activations, homes, hidden);
     // Disk weights read in place from a store are disk transfers too, outside the layout.
     largest_disk = std::max(LargestDiskExtent(homes), weights.largest_store_read);
   }
   Placement p;
   p.plan = plan;
   p.shape = shape;
+  p.activation_type = activations;
   // 4 KiB-aligned CPU buffers go first, so that aligning them wastes nothing.
   if (largest_disk > 0) {
     // Sized as the accounting sizes it (policy/memory_accounting.h, DiskRingBytes).
@@ -269,10 +292,10 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
         MemoryUse::kStaging, "disk_ring",
         static_cast<uint64_t>(DiskRingBytes(static_cast<int64_t>(largest_disk))), kDiskAlignment);
   }
-  PlaceCpuAttentionSlots(c, plan, shape, p.layout, p.cache);
-  p.weights = PlaceWeights(model, plan, p.layout);
-  PlaceCache(c, plan, shape, p.layout, p.cache);
-  PlaceActivations(c, plan, shape, p.layout, p.activations);
+  PlaceCpuAttentionSlots(c, plan, shape, activations, p.layout, p.cache);
+  p.weights = PlaceWeights(model, plan, p.layout, act);
+  PlaceCache(c, plan, shape, activations, p.layout, p.cache);
+  PlaceActivations(c, plan, shape, activations, p.layout, p.activations);
   if (p.weights.slot_bytes > 0) {
     for (int i = 0; i < 2; ++i) {
       p.weight_slots[i] =
@@ -287,15 +310,16 @@ Result<Placement> PlaceBlock(const Model& model, const Plan& plan, const BlockSh
   const uint64_t gbs = static_cast<uint64_t>(shape.gpu_batch_size);
   p.transformer_workspace = p.layout.Reserve<Tier::kGpu>(
       MemoryUse::kWorkspace, "transformer_workspace",
-      TransformerWorkspaceBytes(c, int64_t{shape.gpu_batch_size} * shape.prompt_len),
+      TransformerWorkspaceBytes(c, int64_t{shape.gpu_batch_size} * shape.prompt_len, activations),
       kArenaAlignment);
   p.logits =
       p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "logits",
                                    gbs * static_cast<uint64_t>(c.vocab_size) * 4, kArenaAlignment);
   p.last_hidden =
       p.layout.Reserve<Tier::kGpu>(MemoryUse::kWorkspace, "last_hidden",
-                                   gbs * static_cast<uint64_t>(c.hidden_size) * 4, kArenaAlignment);
-  p.op_limits = OpLimitsOf(model, plan, shape);
+                                   gbs * static_cast<uint64_t>(c.hidden_size) * act,
+                                   kArenaAlignment);
+  p.op_limits = OpLimitsOf(model, plan, shape, activations);
   return p;
 }
 

@@ -129,12 +129,12 @@ void CompressLayer(PlacedLayer& layer, int group) {
   }
 }
 
-void AssignExpanded(PlacedLayer& layer, PlacedTensor& t) {
+void AssignExpanded(PlacedLayer& layer, PlacedTensor& t, int element_bytes) {
   if (!t.q4) return;
   uint64_t& end = layer.expanded_bytes[t.part];
   const uint64_t offset = (end + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
   t.expanded_offset = static_cast<int64_t>(offset);
-  end = offset + static_cast<uint64_t>(t.source.dim(0) * t.source.dim(1)) * sizeof(float);
+  end = offset + static_cast<uint64_t>(t.source.dim(0) * t.source.dim(1)) * element_bytes;
 }
 
 std::string LayerName(const PlacedLayer& layer) {
@@ -187,7 +187,8 @@ std::vector<WeightLayer> ModelWeightLayers(const Model& model) {
   return out;
 }
 
-WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& layout) {
+WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& layout,
+                             int expanded_element_bytes) {
   WeightPlacement out;
   out.layers = Layers(model);
   for (PlacedLayer& layer : out.layers) {
@@ -216,7 +217,7 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
       }
       disk_bytes += t.disk_rows * t.row_bytes;
       AssignSlot(layer, t);
-      AssignExpanded(layer, t);
+      AssignExpanded(layer, t, expanded_element_bytes);
     }
     layer.home_bytes = {split.gpu_bytes, split.cpu_bytes, split.disk_bytes};
     uint64_t store_bytes = 0;
@@ -253,7 +254,7 @@ WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& l
     tied.expanded_offset = -1;
     PlacedLayer& output = out.layers.back();
     AssignSlot(output, tied);
-    AssignExpanded(output, tied);
+    AssignExpanded(output, tied, expanded_element_bytes);
     output.tensors.push_back(std::move(tied));
   }
   for (const PlacedLayer& layer : out.layers) {

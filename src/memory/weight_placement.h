@@ -50,7 +50,8 @@ struct PlacedTensor {
   // (the model's Model::q4_group()), and each tier's home holds its rows as codes
   // [rows, cols / 2] then params [rows, cols / q4_group, 2] fp16, so a weight slot holds up to
   // three such chunks (GPU rows, CPU rows, disk rows) back to back. Compute expands them once per
-  // scheduling layer to fp32 at expanded_offset of the placement's expanded-weights buffer.
+  // scheduling layer, to the activations' type, at expanded_offset of the placement's
+  // expanded-weights buffer.
   bool q4 = false;
   int q4_group = 64;
   int64_t expanded_offset = -1;
@@ -69,7 +70,7 @@ struct PlacedLayer {
   uint64_t part_bytes[2] = {};        // bytes of a weight slot each part fills (a block's
                                       // attention and MLP layers are assembled in turn)
   uint64_t slot_bytes() const { return std::max(part_bytes[0], part_bytes[1]); }
-  uint64_t expanded_bytes[2] = {};  // fp32 bytes of each part's 4-bit tensors, expanded
+  uint64_t expanded_bytes[2] = {};  // bytes of each part's 4-bit tensors, expanded
 };
 
 struct WeightPlacement {
@@ -95,7 +96,9 @@ std::vector<WeightLayer> ModelWeightLayers(const Model& model);
 // StoredQ4 say so), reserving their homes in `layout` (GPU and
 // CPU homes per tensor; disk rows of a layer back to back in one 4 KiB-aligned extent of the
 // scratch file). Disk rows of a tensor that is a strata store's own bytes stay in the store:
-// their home is its extent of tensors.bin, and the layout reserves nothing for them.
-WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& layout);
+// their home is its extent of tensors.bin, and the layout reserves nothing for them. 4-bit
+// tensors expand to elements of `expanded_element_bytes` (the activations' type).
+WeightPlacement PlaceWeights(const Model& model, const Plan& plan, TierLayout& layout,
+                             int expanded_element_bytes = 4);
 
 }  // namespace strata

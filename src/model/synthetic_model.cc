@@ -35,12 +35,6 @@ uint64_t PaddedElements(const std::vector<int64_t>& shape) {
   return (n + 63) / 64 * 64;
 }
 
-uint16_t FloatToBf16(float f) {
-  uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
-}
-
 // The bits of `f` stored as `dtype`, in the low DTypeBytes(dtype) bytes.
 uint32_t Stored(float f, DType dtype) {
   if (dtype == DType::kF16) return FloatToHalf(f);

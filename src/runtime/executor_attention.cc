@@ -9,7 +9,8 @@ namespace {
 bool Follows(const std::vector<KvRow>& rows, int first, int i, int head_dim) {
   const KvRow& r0 = rows[static_cast<size_t>(first)];
   const KvRow& r = rows[static_cast<size_t>(first + i)];
-  const uint64_t step = static_cast<uint64_t>(i) * r0.stride * head_dim * sizeof(float);
+  const uint64_t step =
+      static_cast<uint64_t>(i) * r0.stride * head_dim * SpanElementBytes(r0.k.type());
   return r.stride == r0.stride && r.k.StartsAt(r0.k, step) && r.v.StartsAt(r0.v, step);
 }
 
@@ -28,9 +29,10 @@ int ContiguousSequences(const std::vector<KvRow>& rows, int r, int row_end, int 
   return seqs;
 }
 
-// Floats [first, first + count) of `span`.
-DeviceSpan FloatsOf(const DeviceSpan& span, size_t first, size_t count) {
-  return span.Sub(first * sizeof(float), count * sizeof(float));
+// Elements [first, first + count) of `span`.
+DeviceSpan ElementsOf(const DeviceSpan& span, size_t first, size_t count) {
+  const uint64_t bytes = SpanElementBytes(span.type());
+  return span.Sub(first * bytes, count * bytes);
 }
 
 }  // namespace
@@ -50,8 +52,8 @@ DeviceSpan PlaneFrom(const KvFormat& format, const DeviceSpan& buffer, int64_t r
 KvRow KvRowAt(const KvFormat& format, const DeviceSpan& buffer, int64_t rows, int len,
               int64_t index) {
   STRATA_CHECK(!format.q4);
-  return {PlaneFrom(format, buffer, rows, len, index, 0, SpanType::kF32),
-          PlaneFrom(format, buffer, rows, len, index, 1, SpanType::kF32), len};
+  return {PlaneFrom(format, buffer, rows, len, index, 0, format.element),
+          PlaneFrom(format, buffer, rows, len, index, 1, format.element), len};
 }
 
 KvQ4Row KvQ4RowAt(const KvFormat& format, const DeviceSpan& buffer, int64_t rows, int len,
@@ -83,14 +85,14 @@ void AttendRows(Backend& backend, Stream& stream, const AttentionShape& shape, D
     if (seqs > 0) {
       const KvRow& first = rows[static_cast<size_t>(r)];
       const uint64_t cache_bytes = static_cast<uint64_t>(seqs) * kvh * first.stride * d *
-                                   sizeof(float);
+                                   SpanElementBytes(first.k.type());
       AttentionShape s = shape;
       s.batch = seqs;
       s.max_len = first.stride;
-      backend.Attention(stream, s, FloatsOf(q, b * seq_floats, seqs * seq_floats),
+      backend.Attention(stream, s, ElementsOf(q, b * seq_floats, seqs * seq_floats),
                         first.k.Sub(0, cache_bytes), first.v.Sub(0, cache_bytes),
                         start.subspan(static_cast<size_t>(b), static_cast<size_t>(seqs)),
-                        FloatsOf(out, b * seq_floats, seqs * seq_floats));
+                        ElementsOf(out, b * seq_floats, seqs * seq_floats));
       r += seqs * kvh;
       continue;
     }
@@ -105,13 +107,14 @@ void AttendRows(Backend& backend, Stream& stream, const AttentionShape& shape, D
     s.max_len = row.stride;
     const size_t head0 = static_cast<size_t>(r % kvh) * group * d;
     const size_t width = static_cast<size_t>(group) * d;
-    const uint64_t row_bytes = static_cast<uint64_t>(row.stride) * d * sizeof(float);
+    const uint64_t row_bytes =
+        static_cast<uint64_t>(row.stride) * d * SpanElementBytes(row.k.type());
     for (int t = 0; t < tokens; ++t) {
       s.cache_len = shape.cache_len - tokens + t + 1;
       const size_t at = b * seq_floats + t * token_floats + head0;
-      backend.Attention(stream, s, FloatsOf(q, at, width), row.k.Sub(0, row_bytes),
+      backend.Attention(stream, s, ElementsOf(q, at, width), row.k.Sub(0, row_bytes),
                         row.v.Sub(0, row_bytes), start.subspan(static_cast<size_t>(b), 1),
-                        FloatsOf(out, at, width));
+                        ElementsOf(out, at, width));
     }
     ++r;
   }

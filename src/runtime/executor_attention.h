@@ -15,16 +15,16 @@
 
 namespace strata {
 
-// One fp32 K row and one V row, each `stride` slots of head_dim values, as spans of the arena
-// they live in (the device's, or the host tier's as the CPU backend sees it). Each span runs from
-// the row to the end of its plane, so that the rows after it in its buffer are a Sub of it; the
-// row itself is its first `stride` slots.
+// One dense K row and one V row, each `stride` slots of head_dim values of the cache's element
+// type (KvFormat::element), as spans of the arena they live in (the device's, or the host tier's
+// as the CPU backend sees it). Each span runs from the row to the end of its plane, so that the
+// rows after it in its buffer are a Sub of it; the row itself is its first `stride` slots.
 struct KvRow {
   DeviceSpan k, v;
   int stride = 0;
 };
 
-// Row `index` of `buffer`, which holds `rows` rows of `len` slots in `format`'s planes: fp32
+// Row `index` of `buffer`, which holds `rows` rows of `len` slots in `format`'s planes: dense
 // (KvRowAt), or 4-bit (KvQ4RowAt: its planes, each running to the end of its plane as above; the
 // exact rows are the caller's to add).
 KvRow KvRowAt(const KvFormat& format, const DeviceSpan& buffer, int64_t rows, int len,

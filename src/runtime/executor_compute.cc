@@ -39,7 +39,8 @@ BlockCompute::BlockCompute(const Model& model, Backend& device_backend, Backend&
       tiers_(tiers),
       delegate_(placement.plan.cpu_attention && placement.cache.rows.off_gpu() > 0),
       transformer_(model, device_backend, tiers.Device(placement.transformer_workspace),
-                   int64_t{placement.shape.gpu_batch_size} * placement.shape.prompt_len),
+                   int64_t{placement.shape.gpu_batch_size} * placement.shape.prompt_len,
+                   placement.activation_type),
       host_arena_(tiers.HostArena(cpu_backend)),
       cpu_stream_(cpu_backend.MakeStream()),
       output_ready_(device_backend.MakeEvent()),
@@ -80,7 +81,8 @@ DeviceWeight BlockCompute::View(const PlacedTensor& t, int slot, int64_t rows) c
   if (t.q4) {
     w.data = tiers_.Device(p_.expanded_weights)
                  .Sub(static_cast<uint64_t>(t.expanded_offset),
-                      static_cast<uint64_t>(w.numel()) * sizeof(float), SpanType::kF32);
+                      static_cast<uint64_t>(w.numel()) * ActivationBytes(),
+                      p_.activation_type);
     return w;
   }
   const uint64_t bytes = static_cast<uint64_t>(w.numel()) * DTypeBytes(t.source.dtype);
@@ -110,8 +112,8 @@ void BlockCompute::Run(const Step& step, int blocks, BlockRun& run, Stream& stre
     Input(step, run, stream, hidden_buffer);
     return;
   }
-  const DeviceSpan hidden = FloatRows(hidden_buffer, int64_t{in.batch} * in.new_tokens,
-                                 model_.config().hidden_size);
+  const DeviceSpan hidden = RowsOf(hidden_buffer, int64_t{in.batch} * in.new_tokens,
+                                  model_.config().hidden_size, p_.activation_type);
   switch (role) {
     case LayerRole::kAttention:
       if (step.kind == StepKind::kComputeFromCpu) {
@@ -160,12 +162,12 @@ void BlockCompute::ExpandWeights(const Step& step, int blocks, const BlockRun& r
     const auto expand = [&](const DeviceSpan& chunk, int64_t first, int64_t n) {
       const uint64_t codes = static_cast<uint64_t>(WeightQ4CodeBytes(n, cols));
       const uint64_t params = static_cast<uint64_t>(WeightQ4ParamHalves(n, cols, group)) * 2;
-      const uint64_t row_floats = static_cast<uint64_t>(cols) * sizeof(float);
+      const uint64_t row = static_cast<uint64_t>(cols) * ActivationBytes();
       device_.ExpandWeightQ4(stream, chunk.Sub(0, codes), chunk.Sub(codes, params), n, cols,
                              group,
                              expanded.Sub(static_cast<uint64_t>(t.expanded_offset) +
-                                              static_cast<uint64_t>(first) * row_floats,
-                                          static_cast<uint64_t>(n) * row_floats, SpanType::kF32));
+                                              static_cast<uint64_t>(first) * row,
+                                          static_cast<uint64_t>(n) * row, p_.activation_type));
     };
     // Rows as assembled: a chunk per tier; an input table in a slot, only the step's rows.
     STRATA_CHECK(t.on_gpu() || step.weight_slot >= 0);
@@ -240,12 +242,12 @@ void BlockCompute::Input(const Step& step, BlockRun& run, Stream& stream, Device
   }
   transformer_.EmbedRows(stream, token_rows, position_rows, w.token_embedding,
                          w.position_embedding,
-                         FloatRows(hidden, int64_t{in.batch} * in.new_tokens,
-                              model_.config().hidden_size));
+                         RowsOf(hidden, int64_t{in.batch} * in.new_tokens,
+                                model_.config().hidden_size, p_.activation_type));
 }
 
 void BlockCompute::BuildRows(const Step& step, int block, int begin, int end, int rows,
-                             std::vector<KvRow>& fp32, std::vector<KvQ4Row>& q4) const {
+                             std::vector<KvRow>& dense, std::vector<KvQ4Row>& q4) const {
   const CachePlacement& c = p_.cache;
   const int slice = block * p_.shape.num_micro_batches + step.micro_batch;
   const TierExtents& home = c.slices[static_cast<size_t>(slice)];
@@ -256,10 +258,10 @@ void BlockCompute::BuildRows(const Step& step, int block, int begin, int end, in
     if (c.format.q4) {
       q4[r] = KvQ4RowAt(c.format, buffer, n, len, i);
     } else {
-      fp32[r] = KvRowAt(c.format, buffer, n, len, i);
+      dense[r] = KvRowAt(c.format, buffer, n, len, i);
     }
   };
-  fp32.resize(c.format.q4 ? 0 : static_cast<size_t>(rows));
+  dense.resize(c.format.q4 ? 0 : static_cast<size_t>(rows));
   q4.resize(c.format.q4 ? static_cast<size_t>(rows) : 0);
   for (int64_t r = begin; r < end; ++r) {
     const size_t i = static_cast<size_t>(r);
@@ -292,7 +294,7 @@ void BlockCompute::WriteRows(Stream& stream, const std::vector<KvRow>& table, in
                              DeviceSpan v_new) const {
   const ModelConfig& cfg = model_.config();
   const int kvh = cfg.num_kv_heads;
-  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * ActivationBytes();
   const int tokens = in.new_tokens;
   const uint64_t first = static_cast<uint64_t>(in.cache_len - tokens) * head;
   for (int r = row_begin; r < row_end; ++r) {
@@ -354,7 +356,7 @@ BlockCompute::WorkspaceView BlockCompute::WorkspaceOf(int micro_batch, int batch
   // A decode step: one token, so the heads of rows [local, rows) are one contiguous range of q
   // and of the output, and their keys and values one of k and v.
   const ModelConfig& cfg = model_.config();
-  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * ActivationBytes();
   const uint64_t per_row = static_cast<uint64_t>(cfg.num_heads / cfg.num_kv_heads) * head;
   WorkspaceView w;
   w.begin = static_cast<uint64_t>(local) * per_row;
@@ -375,7 +377,7 @@ BlockCompute::WorkspaceView BlockCompute::WorkspaceOf(int micro_batch, int batch
   for (int i = 0; i < 4; ++i) {
     const uint64_t bytes = i < 2 ? q_bytes : kv_bytes;
     w.host[i] = std::span<uint8_t>(host + at[i], bytes);
-    w.cpu[i] = cpu.Sub(at[i], bytes, SpanType::kF32);
+    w.cpu[i] = cpu.Sub(at[i], bytes, p_.activation_type);
   }
   return w;
 }
@@ -397,7 +399,7 @@ void BlockCompute::Attention(const Step& step, int block, BlockRun& run, Stream&
   } else {
     const KvQ4Step s = Q4StepOf(in);
     // The prefill attends to the prompt's own keys, before they are smoothed in place.
-    if (step.token == 0) PrefillOnFp32(in, stream, buf, shape);
+    if (step.token == 0) PrefillOnDense(in, stream, buf, shape);
     if (p_.plan.smooth_keys()) {
       // The cache stores smoothed keys, and decode attention meets scaled queries.
       const auto [mean, scale] = SmoothingOf(step, block, in.batch);
@@ -540,19 +542,19 @@ std::pair<DeviceSpan, DeviceSpan> BlockCompute::SmoothingOf(const Step& step, in
           smoothing.Sub(smoothing.bytes() / 2 + at, bytes, SpanType::kF32)};
 }
 
-void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,
-                                 const Transformer::AttentionBuffers& buf,
-                                 AttentionShape shape) {
-  // As the reference's prefill on a compressed cache: the prompt attends to its own fp32 keys and
+void BlockCompute::PrefillOnDense(const StepInput& in, Stream& stream,
+                                  const Transformer::AttentionBuffers& buf,
+                                  AttentionShape shape) {
+  // As the reference's prefill on a compressed cache: the prompt attends to its own keys and
   // values (no earlier slots), laid out [kv_heads, cache_len, head_dim], one sequence at a time
   // (each sequence's attention is computed on its own either way).
   const ModelConfig& cfg = model_.config();
-  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * sizeof(float);
+  const uint64_t head = static_cast<uint64_t>(cfg.head_dim) * ActivationBytes();
   const int kvh = cfg.num_kv_heads;
   const uint64_t plane = static_cast<uint64_t>(kvh) * in.cache_len * head;
   const DeviceSpan prefill = tiers_.Device(p_.cache.prefill);
-  const DeviceSpan kf = prefill.Sub(0, plane, SpanType::kF32);
-  const DeviceSpan vf = prefill.Sub(plane, plane, SpanType::kF32);
+  const DeviceSpan kf = prefill.Sub(0, plane, p_.activation_type);
+  const DeviceSpan vf = prefill.Sub(plane, plane, p_.activation_type);
   const uint64_t seq_bytes = static_cast<uint64_t>(in.new_tokens) * cfg.num_heads * head;
   shape.batch = 1;
   shape.max_len = in.cache_len;
@@ -573,8 +575,9 @@ void BlockCompute::PrefillOnFp32(const StepInput& in, Stream& stream,
 
 DeviceSpan BlockCompute::Logits(const Step& step, Stream& stream, int rows) {
   const ModelConfig& cfg = model_.config();
-  const DeviceSpan last = FloatRows(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size);
-  const DeviceSpan logits = FloatRows(tiers_.Device(p_.logits), rows, cfg.vocab_size);
+  const DeviceSpan last =
+      RowsOf(tiers_.Device(p_.last_hidden), rows, cfg.hidden_size, p_.activation_type);
+  const DeviceSpan logits = RowsOf(tiers_.Device(p_.logits), rows, cfg.vocab_size, SpanType::kF32);
   transformer_.Logits(stream, model_views_[std::max(step.weight_slot, 0)], last, rows, logits);
   return logits;
 }
@@ -582,7 +585,7 @@ DeviceSpan BlockCompute::Logits(const Step& step, Stream& stream, int rows) {
 void BlockCompute::Output(const Step& step, BlockRun& run, Stream& stream, DeviceSpan hidden) {
   const ModelConfig& cfg = model_.config();
   const StepInput& in = run.inputs[static_cast<size_t>(step.micro_batch)];
-  const uint64_t row_bytes = static_cast<uint64_t>(cfg.hidden_size) * sizeof(float);
+  const uint64_t row_bytes = static_cast<uint64_t>(cfg.hidden_size) * ActivationBytes();
   const DeviceSpan last = tiers_.Device(p_.last_hidden);
   // Hidden row `row` to row `to` of last_hidden, on the stream.
   const auto take = [&](int64_t row, int64_t to, int64_t rows) {

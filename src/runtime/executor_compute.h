@@ -9,7 +9,7 @@
 // and the backend's 4-bit ops (Backend::WriteKvQ4, AttendKvQ4) write and attend them: each step
 // quantizes the keys and values it writes (the prefill the prompt's rows, a decode step one slot
 // per sequence and KV head), decode attention reads the codes directly, and the prefill attends
-// to the prompt's fp32 keys and values (placement's kv_prefill), as FlexGen does, so the tokens
+// to the prompt's own keys and values (placement's kv_prefill), as FlexGen does, so the tokens
 // are the frozen reference's with the same cache (tests/reference/). Keys are rotated
 // (plan.rotate_keys()) and smoothed (plan.smooth_keys()) as follows: the smoothing of each
 // (layer, sequence, KV head) is fitted at the prefill to the prompt's real tokens and stays
@@ -127,9 +127,10 @@ class BlockCompute {
   // CPU delegation with exact tokens, at the prefill: the exact rows of the slice's off-GPU rows,
   // written on the device, to the host tier (placement's cache.exact_cpu).
   void ExactRowsToHost(const Step& step, int block, int rows, Stream& stream);
-  // 4-bit cache: the prefill's attention, on the prompt's fp32 keys and values.
-  void PrefillOnFp32(const StepInput& in, Stream& stream,
-                     const Transformer::AttentionBuffers& buf, AttentionShape shape);
+  // 4-bit cache: the prefill's attention, on the prompt's keys and values as computed (dense,
+  // in the activations' type).
+  void PrefillOnDense(const StepInput& in, Stream& stream,
+                      const Transformer::AttentionBuffers& buf, AttentionShape shape);
   // The output layer: the logits of each sequence's newest row, a token drawn from each (or a
   // forced one scored) on the device and the ids taken (BlockSequences); at the prefill also the
   // logits of every real prompt row of a sequence that asks for its prompt logits, read back.
@@ -137,19 +138,21 @@ class BlockCompute {
   // logits[rows, vocab] of `rows` rows of last_hidden, computed on `stream` into placement's
   // logits.
   DeviceSpan Logits(const Step& step, Stream& stream, int rows);
-  // fp32 rows [row_begin, row_end) of `table` take the step's keys and values, k_new and v_new
+  // Dense rows [row_begin, row_end) of `table` take the step's keys and values, k_new and v_new
   // [batch * tokens, kv_heads * head_dim] in the rows' arena (the device's, or host_arena_ for
   // rows delegated to the CPU), in their slots of `in`'s new tokens: copies on `stream`.
   void WriteRows(Stream& stream, const std::vector<KvRow>& table, int row_begin, int row_end,
                  const StepInput& in, DeviceSpan k_new, DeviceSpan v_new) const;
-  // Rows [begin, end) of the `rows` KV rows of slice (block, k) for `step`, in `fp32` or `q4`
+  // Rows [begin, end) of the `rows` KV rows of slice (block, k) for `step`, in `dense` or `q4`
   // (4-bit, with their exact rows), which are sized to `rows`.
   void BuildRows(const Step& step, int block, int begin, int end, int rows,
-                 std::vector<KvRow>& fp32, std::vector<KvQ4Row>& q4) const;
+                 std::vector<KvRow>& dense, std::vector<KvQ4Row>& q4) const;
   // A host-tier extent as a span of host_arena_ (the CPU backend's view of the host tier).
   DeviceSpan Host(const CpuExtent& e) const;
+  // Bytes of one activation element (placement's activation_type).
+  uint64_t ActivationBytes() const { return SpanElementBytes(p_.activation_type); }
   // Where tensor `t` is for a step in weight slot `slot` (or at home), as its first `rows` rows
-  // (all of them: -1); a 4-bit tensor's is its fp32 expansion.
+  // (all of them: -1); a 4-bit tensor's is its expansion to the activations' type.
   DeviceWeight View(const PlacedTensor& t, int slot, int64_t rows = -1) const;
   // 4-bit weights: at micro-batch 0 expands the step's scheduling layer (from its weight slot
   // and GPU homes) into placement's expanded_weights, which every micro-batch of the layer then

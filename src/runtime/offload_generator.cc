@@ -66,7 +66,8 @@ Status OffloadGenerator::Place(int prompt_len, int max_len) {
   const Plan& plan = options_.plan;
   const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, prompt_len, max_len};
   auto engine = std::make_unique<Engine>();
-  STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape));
+  const SpanType activations = backend_.ActivationType(WeightDTypeOf(model_));
+  STRATA_ASSIGN_OR_RETURN(engine->placement, PlaceBlock(model_, plan, shape, activations));
   const OpLimits& limits = engine->placement.op_limits;
   if (limits.kv_q4) {
     STRATA_RETURN_IF_ERROR(backend_.SupportsKvQ4(limits.kv_q4_format, limits.head_dim)
@@ -103,7 +104,8 @@ Status OffloadGenerator::CheckHostMemoryFor(const Placement& placement, int prom
   const int64_t available = options_.host_memory_bytes >= 0 ? options_.host_memory_bytes
                                                             : AvailableHostBytes();
   *planned = {-1, -1, -1};
-  if (Result<ModelSpec> spec = ModelSpecOf(model_); spec.ok()) {
+  const int activation_bytes = static_cast<int>(SpanElementBytes(placement.activation_type));
+  if (Result<ModelSpec> spec = ModelSpecOf(model_, activation_bytes); spec.ok()) {
     const Workload workload{prompt_len, max_len - prompt_len, 0};
     if (Result<MemoryPlan> mem = AccountMemory(*spec, workload, options_.plan); mem.ok()) {
       *planned = mem->total_bytes;

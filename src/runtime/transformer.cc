@@ -35,10 +35,11 @@ RopeSpec RopeFor(const ModelConfig& c) {
 }  // namespace
 
 Transformer::Transformer(const Model& model, Backend& backend, DeviceSpan workspace,
-                         int64_t max_rows)
+                         int64_t max_rows, SpanType activations)
     : config_(model.config()),
       learned_positions_(model.weights().position_embedding.present()),
-      backend_(backend) {
+      backend_(backend),
+      activations_(activations) {
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size;
   const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
@@ -46,8 +47,8 @@ Transformer::Transformer(const Model& model, Backend& backend, DeviceSpan worksp
   const int64_t inter = c.intermediate_size;
   uint64_t at = 0;
   const auto carve = [&](int64_t width) {
-    const uint64_t bytes = static_cast<uint64_t>(max_rows * width) * sizeof(float);
-    const DeviceSpan buffer = workspace.Sub(at, bytes, SpanType::kF32);
+    const uint64_t bytes = static_cast<uint64_t>(max_rows * width) * SpanElementBytes(activations);
+    const DeviceSpan buffer = workspace.Sub(at, bytes, activations);
     at += bytes;
     return buffer;
   };
@@ -59,15 +60,16 @@ Transformer::Transformer(const Model& model, Backend& backend, DeviceSpan worksp
   proj_ = carve(h);
   up_ = carve(inter);
   if (c.gated_mlp) gate_ = carve(inter);
-  STRATA_CHECK(at == workspace.bytes() && at == TransformerWorkspaceBytes(c, max_rows));
+  STRATA_CHECK(at == workspace.bytes() &&
+               at == TransformerWorkspaceBytes(c, max_rows, activations));
   if (c.use_rope) {
     inv_freq_.resize(static_cast<size_t>(c.head_dim / 2));
     RopeInverseFrequencies(RopeFor(c), inv_freq_.data());
   }
 }
 
-DeviceSpan FloatRows(const DeviceSpan& buffer, int64_t rows, int64_t width) {
-  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * sizeof(float), SpanType::kF32);
+DeviceSpan RowsOf(const DeviceSpan& buffer, int64_t rows, int64_t width, SpanType type) {
+  return buffer.Sub(0, static_cast<uint64_t>(rows * width) * SpanElementBytes(type), type);
 }
 
 std::vector<int32_t> Transformer::PositionRows(const StepInput& in) const {
@@ -96,16 +98,16 @@ Transformer::AttentionBuffers Transformer::AttentionInputs(Stream& stream,
   const int rows = in.batch * in.new_tokens;
   const int64_t q_width = int64_t{c.num_heads} * c.head_dim;
   const int64_t kv_width = int64_t{c.num_kv_heads} * c.head_dim;
-  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = RowsOf(normed_, rows, c.hidden_size, activations_);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.attn_norm, w.attn_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);
   } else {
     backend_.RmsNorm(stream, hidden, w.attn_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  const DeviceSpan q = FloatRows(q_, rows, q_width);
-  const DeviceSpan k = FloatRows(k_, rows, kv_width);
-  const DeviceSpan v = FloatRows(v_, rows, kv_width);
+  const DeviceSpan q = RowsOf(q_, rows, q_width, activations_);
+  const DeviceSpan k = RowsOf(k_, rows, kv_width, activations_);
+  const DeviceSpan v = RowsOf(v_, rows, kv_width, activations_);
   backend_.Linear(stream, normed, rows, w.wq, w.bq, q);
   backend_.Linear(stream, normed, rows, w.wk, w.bk, k);
   backend_.Linear(stream, normed, rows, w.wv, w.bv, v);
@@ -117,12 +119,12 @@ Transformer::AttentionBuffers Transformer::AttentionInputs(Stream& stream,
     backend_.Rope(stream, q, in.positions, c.num_heads, c.head_dim, inv_freq_);
     backend_.Rope(stream, k, in.positions, c.num_kv_heads, c.head_dim, inv_freq_);
   }
-  return {q, k, v, FloatRows(attn_, rows, q_width)};
+  return {q, k, v, RowsOf(attn_, rows, q_width, activations_)};
 }
 
 void Transformer::AttentionOutput(Stream& stream, const DeviceLayerWeights& w, int rows,
                                   DeviceSpan attn, DeviceSpan hidden) {
-  const DeviceSpan proj = FloatRows(proj_, rows, config_.hidden_size);
+  const DeviceSpan proj = RowsOf(proj_, rows, config_.hidden_size, activations_);
   backend_.Linear(stream, attn, rows, w.wo, w.bo, proj);
   backend_.Add(stream, hidden, proj);
 }
@@ -130,18 +132,18 @@ void Transformer::AttentionOutput(Stream& stream, const DeviceLayerWeights& w, i
 void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows,
                            DeviceSpan hidden) {
   const ModelConfig& c = config_;
-  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = RowsOf(normed_, rows, c.hidden_size, activations_);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.mlp_norm, w.mlp_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);
   } else {
     backend_.RmsNorm(stream, hidden, w.mlp_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
-  const DeviceSpan up = FloatRows(up_, rows, c.intermediate_size);
+  const DeviceSpan up = RowsOf(up_, rows, c.intermediate_size, activations_);
   backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
   DeviceSpan act = up;
   if (c.gated_mlp) {
-    const DeviceSpan gate = FloatRows(gate_, rows, c.intermediate_size);
+    const DeviceSpan gate = RowsOf(gate_, rows, c.intermediate_size, activations_);
     backend_.Linear(stream, normed, rows, w.w_gate, w.b_gate, gate);
     backend_.SiluMul(stream, gate, up);
     act = gate;
@@ -151,7 +153,7 @@ void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows
                                                         : ActivationKind::kRelu,
                       up);
   }
-  const DeviceSpan proj = FloatRows(proj_, rows, c.hidden_size);
+  const DeviceSpan proj = RowsOf(proj_, rows, c.hidden_size, activations_);
   backend_.Linear(stream, act, rows, w.w_down, w.b_down, proj);
   backend_.Add(stream, hidden, proj);
 }
@@ -159,7 +161,7 @@ void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows
 void Transformer::Logits(Stream& stream, const DeviceModelWeights& w, DeviceSpan hidden,
                          int rows, DeviceSpan logits) {
   const ModelConfig& c = config_;
-  const DeviceSpan normed = FloatRows(normed_, rows, c.hidden_size);
+  const DeviceSpan normed = RowsOf(normed_, rows, c.hidden_size, activations_);
   if (c.norm == NormKind::kLayerNorm) {
     backend_.LayerNorm(stream, hidden, w.final_norm, w.final_norm_bias, c.norm_eps, rows,
                        c.hidden_size, normed);

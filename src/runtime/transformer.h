@@ -3,7 +3,8 @@
 // for one micro-batch over weights the caller gives, so an executor can place weights and the KV
 // cache itself and interleave layers and micro-batches as it likes (src/runtime/executor.h).
 // Every op goes to the stream the caller gives, over device memory: weights where placement put
-// them, hidden states and the Transformer's own buffers (a workspace placement reserves).
+// them, hidden states and the Transformer's own buffers (a workspace placement reserves), all
+// of the backend's activation type (Backend::ActivationType, Placement::activation_type).
 // Not thread-safe: its buffers are reused by every call.
 #pragma once
 
@@ -23,17 +24,20 @@ struct DeviceModelWeights {
   DeviceWeight token_embedding, position_embedding, final_norm, final_norm_bias, lm_head;
 };
 
-// The first `rows` rows of `buffer`, a buffer of `width` fp32 values per row, as a kF32 span.
-DeviceSpan FloatRows(const DeviceSpan& buffer, int64_t rows, int64_t width);
+// The first `rows` rows of `buffer`, a buffer of `width` elements of `type` per row, as a span of
+// that type.
+DeviceSpan RowsOf(const DeviceSpan& buffer, int64_t rows, int64_t width, SpanType type);
 
 class Transformer {
  public:
   // REQUIRES: `model` and `backend` outlive the Transformer; `workspace` is
-  // TransformerWorkspaceBytes(model.config(), max_rows) bytes of the backend's arena
+  // TransformerWorkspaceBytes(model.config(), max_rows, activations) bytes of the backend's arena
   // (src/memory/placement.h), used by nothing else; no step has more than max_rows token rows.
-  Transformer(const Model& model, Backend& backend, DeviceSpan workspace, int64_t max_rows);
+  Transformer(const Model& model, Backend& backend, DeviceSpan workspace, int64_t max_rows,
+              SpanType activations);
 
   const ModelConfig& config() const { return config_; }
+  SpanType activations() const { return activations_; }
 
   // The position-table rows of `in`'s tokens: positions + config().position_offset; empty for a
   // model without learned positions.
@@ -59,7 +63,7 @@ class Transformer {
                        DeviceSpan hidden);
   // The MLP sub-block with its residual.
   void MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows, DeviceSpan hidden);
-  // logits[rows, vocab] for the given hidden rows (final norm, then the LM head).
+  // logits[rows, vocab] (kF32) for the given hidden rows (final norm, then the LM head).
   void Logits(Stream& stream, const DeviceModelWeights& w, DeviceSpan hidden, int rows,
               DeviceSpan logits);
 
@@ -67,6 +71,7 @@ class Transformer {
   const ModelConfig& config_;
   const bool learned_positions_;
   Backend& backend_;
+  const SpanType activations_;
   std::vector<float> inv_freq_;
   DeviceSpan normed_, q_, k_, v_, attn_, proj_, up_, gate_;  // max_rows rows each
 };

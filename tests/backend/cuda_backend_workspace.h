@@ -45,6 +45,23 @@ std::span<const uint8_t> Bytes(const std::vector<T>& v) {
   return {reinterpret_cast<const uint8_t*>(v.data()), v.size() * sizeof(T)};
 }
 
+// The bits of `values` rounded to `type` (kF16 or kBF16, to nearest even).
+inline std::vector<uint16_t> HalfBits(const std::vector<float>& values, SpanType type) {
+  STRATA_CHECK(type == SpanType::kF16 || type == SpanType::kBF16);
+  return type == SpanType::kF16 ? ToHalfBits(values) : ToBf16Bits(values);
+}
+
+// `values` rounded to `type` (kF32: as they are), as the fp32 values the rounded elements stand
+// for: what the CPU backend is given where the CUDA backend is given activations of `type`.
+inline std::vector<float> RoundedTo(const std::vector<float>& values, SpanType type) {
+  if (type == SpanType::kF32) return values;
+  const std::vector<uint16_t> bits = HalfBits(values, type);
+  std::vector<float> rounded(values.size());
+  ConvertToFloat(type == SpanType::kF16 ? DType::kF16 : DType::kBF16, bits.data(), rounded.data(),
+                 rounded.size());
+  return rounded;
+}
+
 // One backend's side of a test: an arena that spans are taken from in order, the stream that the
 // copies and ops run on, and an event to wait for them. Host vectors given to it must stay until
 // the next Read.
@@ -71,6 +88,21 @@ class BackendWorkspace {
     stream_->CopyToDevice(span, Bytes(values));
     return span;
   }
+  // A fresh span of n activations of `type` (kF32, kF16 or kBF16), every byte 0xFF (NaN).
+  DeviceSpan Activations(size_t n, SpanType type) {
+    const DeviceSpan span = Take(n * SpanElementBytes(type), type);
+    stream_->Fill(span, 0xFF);
+    return span;
+  }
+  // A fresh span holding `values` rounded to `type` (kF32, kF16 or kBF16). The rounded bits are
+  // kept until the next Read, as the copy reads them later.
+  DeviceSpan Activations(const std::vector<float>& values, SpanType type) {
+    if (type == SpanType::kF32) return Floats(values);
+    staged_.push_back(HalfBits(values, type));
+    const DeviceSpan span = Take(values.size() * 2, type);
+    stream_->CopyToDevice(span, Bytes(staged_.back()));
+    return span;
+  }
   // `w` as a rows x cols weight of `dtype`.
   DeviceWeight Weight(const HostWeight& w, DType dtype, int64_t rows, int64_t cols = 1) {
     const std::span<const uint8_t> bytes = dtype == DType::kF32 ? Bytes(w.f32) : Bytes(w.bits);
@@ -90,8 +122,18 @@ class BackendWorkspace {
     stream_->Fill(span, fill);
     return span;
   }
-  // The floats of `span` once all the work given so far has finished.
+  // The elements of `span` (kF32, kF16 or kBF16; a half type widened exactly) once all the work
+  // given so far has finished.
   std::vector<float> Read(DeviceSpan span) {
+    if (span.type() == SpanType::kF16 || span.type() == SpanType::kBF16) {
+      std::vector<uint16_t> bits(span.bytes() / 2);
+      stream_->CopyToHost({reinterpret_cast<uint8_t*>(bits.data()), span.bytes()}, span);
+      Finish();
+      std::vector<float> host(bits.size());
+      ConvertToFloat(span.type() == SpanType::kF16 ? DType::kF16 : DType::kBF16, bits.data(),
+                     host.data(), host.size());
+      return host;
+    }
     std::vector<float> host(span.bytes() / sizeof(float));
     stream_->CopyToHost({reinterpret_cast<uint8_t*>(host.data()), span.bytes()}, span);
     Finish();
@@ -108,6 +150,7 @@ class BackendWorkspace {
   void Finish() {
     stream_->Record(*event_);
     event_->HostWait();
+    staged_.clear();
   }
   // Spans are taken from the arena's start again. REQUIRES: no work given is pending (a Read
   // since).
@@ -125,6 +168,7 @@ class BackendWorkspace {
   std::unique_ptr<Event> event_;
   std::unique_ptr<DeviceArena> arena_;
   uint64_t used_ = 0;
+  std::vector<std::vector<uint16_t>> staged_;  // Activations' rounded bits, until copied
 };
 
 // The CPU backend and the CUDA backend, each with a workspace of kArenaBytes; skips without a

@@ -62,10 +62,12 @@ TEST(CudaScratchTest, TheFixtureGivesTheBuffersItsOpsUse) {
   EXPECT_EQ(s.bytes_of(B::kStaging0), 32u * 4);  // 32 token ids; 4 sampling parameters are 128 too
   EXPECT_EQ(s.bytes_of(B::kStaging1), 4u * 2 * sizeof(kernels::cuda::Q4ChannelRow));
   EXPECT_EQ(s.bytes_of(B::kKvHeadRows), 2u * 8 * 16 * 4);
-  EXPECT_EQ(s.bytes_of(B::kQ4Workspace), 0u);  // 12 slots: one split, no partial outputs
+  EXPECT_EQ(s.bytes_of(B::kDecodeWorkspace), 0u);  // 12 slots: one split, no partial outputs
   EXPECT_EQ(s.bytes_of(B::kLimitedLogits), 4u * 512 * 4);
   EXPECT_EQ(s.bytes_of(B::kSamplingWorkspace), 12345u);
   EXPECT_EQ(s.bytes_of(B::kResults), 4u * 8);
+  EXPECT_EQ(s.bytes_of(B::kRoundedWeight), 0u);     // fp32 activations
+  EXPECT_EQ(s.bytes_of(B::kWideActivations0), 0u);  // likewise
   // Each rounded up to 256 bytes, one after another.
   EXPECT_EQ(s.total_bytes,
             (uint64_t{32} << 20) + 10240 + 2048 + 2048 + 256 + 512 + 1024 + 8192 + 12544 + 256);
@@ -87,18 +89,20 @@ TEST(CudaScratchTest, Fp32WeightsNeedNoConversionBuffers) {
   }
 }
 
-// The sizes for every fixture bound what each op asks for at the block's largest step: each
-// Linear of the model (its real weights' shapes) at the prefill rows, by ChooseGemm, and the
-// 4-bit cache ops at a prefill and at the last decode step.
+// The sizes for every fixture (F16, BF16 and F32 weights) bound what each op asks for at the
+// block's largest step, for each activation type: each Linear of the model (its real weights'
+// shapes and types) at the prefill rows, by ChooseGemm, and the 4-bit cache ops at a prefill and
+// at the last decode step.
 TEST(CudaScratchTest, EveryFixtureLinearFitsItsReservation) {
   for (const char* name : {"opt", "llama-gqa", "llama3-rope", "llama-bias", "qwen2", "qwen3"}) {
     SCOPED_TRACE(name);
     auto model = Load(name);
     ASSERT_NE(model, nullptr);
-    for (bool half : {false, true}) {
+    for (SpanType activations : {SpanType::kF32, SpanType::kF16, SpanType::kBF16}) {
       for (bool fp32_gemm : {false, true}) {
-        OpLimits l = OpLimitsOf(*model, CachePlan(true, CacheKeys::kChannel), {3, 1, 7, 40});
-        l.half_weights = half;  // as if the fixture were stored in F16
+        SCOPED_TRACE(SpanTypeName(activations));
+        const OpLimits l = OpLimitsOf(*model, CachePlan(true, CacheKeys::kChannel),
+                                      {3, 1, 7, 40}, activations);
         const CudaScratchLayout s = CudaScratchLayoutFor(l, fp32_gemm, 0);
         const ModelWeights& w = model->weights();
         std::vector<const TensorView*> linears = {&w.lm_head};
@@ -113,19 +117,112 @@ TEST(CudaScratchTest, EveryFixtureLinearFitsItsReservation) {
           EXPECT_LE(in, l.linear_in);
           EXPECT_LE(out, l.linear_out);
           const GemmChoice g =
-              ChooseGemm(half ? SpanType::kF16 : SpanType::kF32, fp32_gemm, l.rows, in, out);
+              ChooseGemm(activations, SpanTypeOf(t->dtype), fp32_gemm, l.rows, in, out);
           EXPECT_LE(g.rounded_x_bytes, s.bytes_of(B::kRoundedX));
           EXPECT_LE(g.widened_weight_bytes, s.bytes_of(B::kWidenedMatrix));
-          if (half) {
+          EXPECT_LE(g.rounded_weight_bytes, s.bytes_of(B::kRoundedWeight));
+          if (l.half_weights) {
             EXPECT_LE(static_cast<uint64_t>(out) * 4, s.bytes_of(B::kWidenedVector1));
           }
         }
         EXPECT_GE(s.bytes_of(B::kKvHeadRows), KvHeadRowsBytes(7, model->config().head_dim));
         EXPECT_GE(s.bytes_of(B::kStaging0), 3u * 7 * sizeof(int32_t));
         EXPECT_GE(s.bytes_of(B::kStaging0), 3u * sizeof(kernels::cuda::SamplingParams));
+        if (activations != SpanType::kF32) {
+          // The 4-bit cache ops' fp32 copies: the prefill's k_new (3 x 7 tokens) and a decode
+          // step's q.
+          const ModelConfig& c = model->config();
+          for (B wide : {B::kWideActivations0, B::kWideActivations1}) {
+            EXPECT_GE(s.bytes_of(wide), 3u * 7 * c.num_kv_heads * c.head_dim * 4);
+            EXPECT_GE(s.bytes_of(wide), 3u * c.num_heads * c.head_dim * 4);
+          }
+        }
       }
     }
   }
+}
+
+// fp16/bf16 activations: no rounded activations or widened weights (the GEMMs take the
+// activations as they are); weights of another type rounded to the activations', the largest.
+TEST(CudaScratchTest, HalfActivationsRoundOnlyWeightsOfAnotherType) {
+  auto fp32 = Load("llama3-rope");  // F32 weights
+  ASSERT_NE(fp32, nullptr);
+  for (SpanType activations : {SpanType::kF16, SpanType::kBF16}) {
+    const OpLimits l =
+        OpLimitsOf(*fp32, CachePlan(false, CacheKeys::kChannel), {4, 1, 8, 12}, activations);
+    ASSERT_FALSE(l.half_weights);
+    EXPECT_EQ(l.rounded_weight_elements, l.linear_weight_elements);
+    for (bool fp32_gemm : {false, true}) {
+      const CudaScratchLayout s = CudaScratchLayoutFor(l, fp32_gemm, 0);
+      EXPECT_EQ(s.bytes_of(B::kRoundedWeight), static_cast<uint64_t>(l.linear_weight_elements) * 2);
+      EXPECT_EQ(s.bytes_of(B::kRoundedX), 0u);
+      EXPECT_EQ(s.bytes_of(B::kWidenedMatrix), 0u);
+      EXPECT_EQ(s.bytes_of(B::kWidenedVector0), 0u);  // norm weights and biases are fp32
+    }
+  }
+  auto bf16 = Load("llama-gqa");  // BF16 weights
+  ASSERT_NE(bf16, nullptr);
+  const OpLimits same =
+      OpLimitsOf(*bf16, CachePlan(false, CacheKeys::kChannel), {4, 1, 8, 12}, SpanType::kBF16);
+  EXPECT_EQ(same.rounded_weight_elements, 0);  // of the activations' type: nothing to round
+  const CudaScratchLayout s = CudaScratchLayoutFor(same, /*fp32_gemm=*/true, 0);
+  EXPECT_EQ(s.bytes_of(B::kRoundedWeight), 0u);
+  EXPECT_EQ(s.bytes_of(B::kRoundedX), 0u);
+  EXPECT_EQ(s.bytes_of(B::kWidenedMatrix), 0u);
+  EXPECT_EQ(s.bytes_of(B::kWidenedVector0), 512u * 4);  // half norm weights still widen
+  // fp16 activations over BF16 weights (--activations fp16): the largest one rounded.
+  const OpLimits other =
+      OpLimitsOf(*bf16, CachePlan(false, CacheKeys::kChannel), {4, 1, 8, 12}, SpanType::kF16);
+  EXPECT_EQ(other.rounded_weight_elements, other.linear_weight_elements);
+  EXPECT_EQ(CudaScratchLayoutFor(other, false, 0).bytes_of(B::kRoundedWeight),
+            static_cast<uint64_t>(other.linear_weight_elements) * 2);
+}
+
+// llama-gqa (head_dim 16) with bf16 activations and the default 4-bit cache: two fp32 copies of
+// the larger of the prefill's k_new (4 x 8 tokens x 2 KV heads x 16) and a decode step's q or
+// out (4 x 4 heads x 16); no fp16 decode (bf16, and head_dim 16 is not the kernel's).
+TEST(CudaScratchTest, HalfActivationsWidenForTheFp32Kernels) {
+  auto model = Load("llama-gqa");
+  ASSERT_NE(model, nullptr);
+  OpLimits l =
+      OpLimitsOf(*model, CachePlan(true, CacheKeys::kChannel), {4, 2, 8, 12}, SpanType::kBF16);
+  const CudaScratchLayout s = CudaScratchLayoutFor(l, /*fp32_gemm=*/false, 0);
+  EXPECT_EQ(WideActivationsBytes(l), 4u * 8 * 2 * 16 * 4);
+  EXPECT_EQ(s.bytes_of(B::kWideActivations0), 4u * 8 * 2 * 16 * 4);
+  EXPECT_EQ(s.bytes_of(B::kWideActivations1), 4u * 8 * 2 * 16 * 4);
+  EXPECT_EQ(s.bytes_of(B::kDecodeWorkspace), 0u);
+  EXPECT_EQ(s.bytes_of(B::kRoundedX), 0u);
+  EXPECT_EQ(s.bytes_of(B::kRoundedWeight), 0u);  // BF16 weights, bf16 activations
+  // Without the 4-bit cache only a decode step's q and out are widened (for fp16 decode).
+  l.kv_q4 = false;
+  EXPECT_EQ(WideActivationsBytes(l), 4u * 4 * 16 * 4);
+  l.activations = SpanType::kF32;
+  EXPECT_EQ(WideActivationsBytes(l), 0u);
+}
+
+// Attention's fp16 decode runs on the flash-decoding kernel at head_dim 64 and 128, every query
+// head of the batch planned at once: its partial outputs for the longest cache.
+TEST(CudaScratchTest, Fp16DecodeAttentionReservesItsPartialOutputs) {
+  EXPECT_TRUE(DecodesOnF16Kernel(SpanType::kF16, 64));
+  EXPECT_TRUE(DecodesOnF16Kernel(SpanType::kF16, 128));
+  EXPECT_FALSE(DecodesOnF16Kernel(SpanType::kF16, 96));
+  EXPECT_FALSE(DecodesOnF16Kernel(SpanType::kBF16, 128));
+  EXPECT_FALSE(DecodesOnF16Kernel(SpanType::kF32, 128));
+  OpLimits l;
+  l.rows = 8;
+  l.batch = 8;
+  l.num_heads = 32;
+  l.num_kv_heads = 8;
+  l.head_dim = 128;
+  l.step_tokens = 1;
+  l.max_len = 4096;
+  l.activations = SpanType::kF16;
+  // 256 tiles of 16 slots, 8 a split: 32 splits of 128 values and a log-sum-exp.
+  EXPECT_EQ(CudaScratchLayoutFor(l, false, 0).bytes_of(B::kDecodeWorkspace),
+            8u * 32 * 32 * 129 * 4);
+  EXPECT_EQ(CudaScratchLayoutFor(l, false, 0).bytes_of(B::kWideActivations0), 8u * 32 * 128 * 4);
+  l.activations = SpanType::kBF16;  // the causal kernel: no partial outputs
+  EXPECT_EQ(CudaScratchLayoutFor(l, false, 0).bytes_of(B::kDecodeWorkspace), 0u);
 }
 
 TEST(CudaScratchTest, HalfWeightsRoundTheActivationsOrWidenTheLargestWeight) {
@@ -143,7 +240,7 @@ TEST(CudaScratchTest, HalfWeightsRoundTheActivationsOrWidenTheLargestWeight) {
   EXPECT_EQ(widened.bytes_of(B::kWidenedMatrix), 512u * 64 * 4);
   // No 4-bit cache: none of its buffers.
   EXPECT_EQ(rounded.bytes_of(B::kKvHeadRows), 0u);
-  EXPECT_EQ(rounded.bytes_of(B::kQ4Workspace), 0u);
+  EXPECT_EQ(rounded.bytes_of(B::kDecodeWorkspace), 0u);
   EXPECT_EQ(rounded.bytes_of(B::kStaging1), 16u / 2 * 4);  // RoPE's frequencies
 }
 
@@ -157,12 +254,12 @@ TEST(CudaScratchTest, LongCachesSplitDecodeAttentionAndReserveItsPartialOutputs)
   // Keys by channel plan every query head of the batch at once: 4 x 4 heads x 16 splits x 17.
   const OpLimits channel =
       OpLimitsOf(*model, CachePlan(true, CacheKeys::kChannel), {4, 1, 8, 4096});
-  EXPECT_EQ(CudaScratchLayoutFor(channel, false, 0).bytes_of(B::kQ4Workspace),
+  EXPECT_EQ(CudaScratchLayoutFor(channel, false, 0).bytes_of(B::kDecodeWorkspace),
             4u * 4 * 16 * 17 * 4);
   // Per-token keys: one KV head's group of 2 query heads at a time, 32 splits.
   const OpLimits plain = OpLimitsOf(*model, CachePlan(true, CacheKeys::kPlain), {4, 1, 8, 4096});
   EXPECT_FALSE(plain.kv_q4_format.keys_by_channel);
-  EXPECT_EQ(CudaScratchLayoutFor(plain, false, 0).bytes_of(B::kQ4Workspace), 2u * 32 * 17 * 4);
+  EXPECT_EQ(CudaScratchLayoutFor(plain, false, 0).bytes_of(B::kDecodeWorkspace), 2u * 32 * 17 * 4);
 }
 
 TEST(CudaScratchTest, BuffersLieAlignedOneAfterAnotherWithinTheTotal) {
@@ -188,7 +285,7 @@ TEST(CudaScratchTest, BuffersLieAlignedOneAfterAnotherWithinTheTotal) {
 
 TEST(GemmChoiceTest, Fp32WeightsRunAnFp32GemmWithNoScratch) {
   for (bool fp32_gemm : {false, true}) {
-    const GemmChoice g = ChooseGemm(SpanType::kF32, fp32_gemm, 8, 64, 512);
+    const GemmChoice g = ChooseGemm(SpanType::kF32, SpanType::kF32, fp32_gemm, 8, 64, 512);
     EXPECT_EQ(g.path, GemmPath::kFp32);
     EXPECT_EQ(g.rounded_x_bytes, 0u);
     EXPECT_EQ(g.widened_weight_bytes, 0u);
@@ -197,7 +294,7 @@ TEST(GemmChoiceTest, Fp32WeightsRunAnFp32GemmWithNoScratch) {
 
 TEST(GemmChoiceTest, HalfWeightsRoundTheActivationsForTensorCores) {
   for (SpanType t : {SpanType::kF16, SpanType::kBF16}) {
-    const GemmChoice g = ChooseGemm(t, /*fp32_gemm=*/false, 8, 64, 512);
+    const GemmChoice g = ChooseGemm(SpanType::kF32, t, /*fp32_gemm=*/false, 8, 64, 512);
     EXPECT_EQ(g.path, GemmPath::kHalfTensorCore);
     EXPECT_EQ(g.rounded_x_bytes, 8u * 64 * 2);
     EXPECT_EQ(g.widened_weight_bytes, 0u);
@@ -206,14 +303,47 @@ TEST(GemmChoiceTest, HalfWeightsRoundTheActivationsForTensorCores) {
 }
 
 TEST(GemmChoiceTest, Fp32GemmWidensAHalfWeight) {
-  const GemmChoice g = ChooseGemm(SpanType::kBF16, /*fp32_gemm=*/true, 8, 64, 512);
+  const GemmChoice g = ChooseGemm(SpanType::kF32, SpanType::kBF16, /*fp32_gemm=*/true, 8, 64, 512);
   EXPECT_EQ(g.path, GemmPath::kWidenedFp32);
   EXPECT_EQ(g.rounded_x_bytes, 0u);
   EXPECT_EQ(g.widened_weight_bytes, 512u * 64 * 4);
 }
 
-TEST(GemmChoiceDeathTest, AWeightOfAnotherTypeIsABug) {
-  EXPECT_DEATH(ChooseGemm(SpanType::kQ4, false, 1, 64, 64), "not F32, F16 or BF16");
+TEST(GemmChoiceTest, HalfActivationsTakeWeightsOfTheirTypeAsTheyAre) {
+  for (SpanType t : {SpanType::kF16, SpanType::kBF16}) {
+    for (bool fp32_gemm : {false, true}) {
+      const GemmChoice g = ChooseGemm(t, t, fp32_gemm, 8, 64, 512);
+      EXPECT_EQ(g.path, GemmPath::kHalf);
+      EXPECT_EQ(g.rounded_x_bytes, 0u);
+      EXPECT_EQ(g.widened_weight_bytes, 0u);
+      EXPECT_EQ(g.rounded_weight_bytes, 0u);
+      EXPECT_EQ(std::string(GemmPathName(g.path)), "half");
+    }
+  }
+}
+
+TEST(GemmChoiceTest, HalfActivationsRoundAWeightOfAnotherType) {
+  struct Case {
+    SpanType activations, weight;
+  };
+  for (const Case c :
+       {Case{SpanType::kF16, SpanType::kF32}, Case{SpanType::kBF16, SpanType::kF32},
+        Case{SpanType::kF16, SpanType::kBF16}, Case{SpanType::kBF16, SpanType::kF16}}) {
+    for (bool fp32_gemm : {false, true}) {
+      const GemmChoice g = ChooseGemm(c.activations, c.weight, fp32_gemm, 8, 64, 512);
+      EXPECT_EQ(g.path, GemmPath::kRoundedWeight);
+      EXPECT_EQ(g.rounded_weight_bytes, 512u * 64 * 2);
+      EXPECT_EQ(g.rounded_x_bytes, 0u);
+      EXPECT_EQ(g.widened_weight_bytes, 0u);
+      EXPECT_EQ(std::string(GemmPathName(g.path)), "rounded_weight");
+    }
+  }
+}
+
+TEST(GemmChoiceDeathTest, AWeightOrActivationsOfAnotherTypeIsABug) {
+  EXPECT_DEATH(ChooseGemm(SpanType::kF32, SpanType::kQ4, false, 1, 64, 64), "not F32, F16 or BF16");
+  EXPECT_DEATH(ChooseGemm(SpanType::kBytes, SpanType::kF16, false, 1, 64, 64),
+               "activations are not F32, F16 or BF16");
 }
 
 // ---- CUDA errors as Status ----

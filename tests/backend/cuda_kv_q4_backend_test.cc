@@ -1,14 +1,20 @@
 // The CUDA backend's 4-bit KV cache ops (WriteKvQ4, AttendKvQ4, FitKeySmoothing, SmoothKeys,
-// ScaleQueries) against the CPU backend's, through the Backend interface on the same random
-// inputs: a prefill and then decode steps, the cache's bytes (codes, params and exact rows) equal
-// after every write (both backends' kernels round alike, as kv_q4_test.cc and
+// ScaleQueries) against the CPU backend's, through the Backend interface on the same random inputs:
+// a prefill and then decode steps, the cache's bytes (codes, params and exact rows) equal after
+// every write (both backends' kernels round alike, as kv_q4_test.cc and
 // attention_decode_q4c_test.cc check), decode attention within 5e-3 normalised error (fp16 MMA
 // operands against the CPU's fp32, as in attention_decode_q4c_test.cc), the smoothing within 1e-6
 // (fp64 sums and single fp32 operations on both sides). Rows lie in shuffled order across two
-// poisoned buffers, each with its own stride, and every cache op is given as two calls split
-// inside a sequence, as CPU delegation splits a micro-batch's rows. Shapes: head_dim 64 and 128
-// with 1, 4 and 8 query heads per KV head (and 2, 3), one sequence and 64, prompts of 1, 17, 30,
-// 31, 33, 40, 90 and 95 tokens.
+// poisoned buffers, each with its own stride, and every cache op is given as two calls split inside
+// a sequence, as CPU delegation splits a micro-batch's rows. Shapes: head_dim 64 and 128, and 80
+// and 96 (a last group of 16 or 32; keys by channel only, the one format the CUDA kernels run
+// there), with 1, 4 and 8 query heads per KV head (and 2, 3), one sequence and 64, prompts of 1,
+// 17, 30, 31, 33, 40, 90 and 95 tokens. With fp16 and bf16 activations (the CUDA backend's
+// default), the inputs are rounded to them first and the CPU given the rounded values as fp32: the
+// cache bytes and the fit are as with fp32 (the CUDA ops widen their inputs exactly), and what the
+// ops store in the activations (attention outputs, smoothed keys, scaled queries) is rounded once
+// more, u / sqrt(3) in RMS for unit roundoff u (fp16 2^-11: 2.8e-4; bf16 2^-8: 2.3e-3): 1e-2 for
+// attention, 2e-3 and 1e-2 for the rest.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -169,9 +175,10 @@ class CudaKvQ4BackendTest : public CrossBackendTest {
  protected:
   // A prefill, then single-token decode steps, on both backends: the cache bytes after every
   // write and the attention outputs of every decode step compared.
-  void RunCache(const CacheCase& c) {
+  // The CUDA backend is given activations (k_new, v_new, q, out) of type `act`.
+  void RunCache(const CacheCase& c, SpanType act = SpanType::kF32) {
     std::mt19937_64 rng(TestSeed());
-    SCOPED_TRACE(c.name + " seed " + std::to_string(TestSeed()));
+    SCOPED_TRACE(c.name + " " + SpanTypeName(act) + " seed " + std::to_string(TestSeed()));
     const int d = c.head_dim;
     const int kvh = c.kv_heads;
     const int batch = static_cast<int>(c.start.size());
@@ -204,16 +211,17 @@ class CudaKvQ4BackendTest : public CrossBackendTest {
       step.cache_len = c.prompt + s;
       SCOPED_TRACE("cache_len " + std::to_string(step.cache_len));
       const size_t floats = static_cast<size_t>(batch) * step.tokens * kvh * d;
-      const std::vector<float> k_new = keys.Keys(floats);
-      const std::vector<float> v_new = RandomNormals(rng, floats);
-      auto write = [&](Backend& backend, BackendWorkspace& ws, const BackendCache& cache) {
-        const DeviceSpan k = ws.Floats(k_new), v = ws.Floats(v_new);
+      const std::vector<float> k_new = RoundedTo(keys.Keys(floats), act);
+      const std::vector<float> v_new = RoundedTo(RandomNormals(rng, floats), act);
+      auto write = [&](Backend& backend, BackendWorkspace& ws, const BackendCache& cache,
+                       SpanType type) {
+        const DeviceSpan k = ws.Activations(k_new, type), v = ws.Activations(v_new, type);
         in_two_calls(cache, [&](std::span<const KvQ4Row> part, int begin) {
           backend.WriteKvQ4(ws.stream(), step, k, v, c.start, part, begin);
         });
       };
-      write(*cpu_, *host_, cpu_cache);
-      write(*gpu_, *dev_, gpu_cache);
+      write(*cpu_, *host_, cpu_cache, SpanType::kF32);
+      write(*gpu_, *dev_, gpu_cache, act);
       for (int i = 0; i < 2; ++i) {
         const std::vector<uint8_t> want = host_->ReadBytes(cpu_cache.buffers[i]);
         const std::vector<uint8_t> got = dev_->ReadBytes(gpu_cache.buffers[i]);
@@ -222,16 +230,19 @@ class CudaKvQ4BackendTest : public CrossBackendTest {
             << "cache bytes differ first at " << PlaceOf(layout, i, diff.first - want.begin());
       }
       if (step.tokens != 1) continue;
-      const std::vector<float> q = RandomNormals(rng, static_cast<size_t>(batch) * c.heads * d);
-      auto attend = [&](Backend& backend, BackendWorkspace& ws, const BackendCache& cache) {
-        const DeviceSpan dq = ws.Floats(q), out = ws.Floats(q.size());
+      const std::vector<float> q =
+          RoundedTo(RandomNormals(rng, static_cast<size_t>(batch) * c.heads * d), act);
+      auto attend = [&](Backend& backend, BackendWorkspace& ws, const BackendCache& cache,
+                        SpanType type) {
+        const DeviceSpan dq = ws.Activations(q, type), out = ws.Activations(q.size(), type);
         in_two_calls(cache, [&](std::span<const KvQ4Row> part, int begin) {
           backend.AttendKvQ4(ws.stream(), step, dq, c.start, part, begin, out);
         });
         return ws.Read(out);
       };
-      const std::vector<float> want = attend(*cpu_, *host_, cpu_cache);
-      EXPECT_LT(NormalizedError(ToDouble(want), attend(*gpu_, *dev_, gpu_cache)), 5e-3);
+      const std::vector<float> want = attend(*cpu_, *host_, cpu_cache, SpanType::kF32);
+      EXPECT_LT(NormalizedError(ToDouble(want), attend(*gpu_, *dev_, gpu_cache, act)),
+                act == SpanType::kF32 ? 5e-3 : 1e-2);
     }
   }
 };
@@ -260,6 +271,10 @@ std::vector<CacheCase> CacheCases() {
       {"ChannelD64G8Prompt31", ChannelKeys(4, 32), 64, 4, 32, 31, 3, {0, 1, 30}},
       {"ChannelD128G1Prompt95", ChannelKeys(1, 64), 128, 4, 4, 95, 2, {0, 31}},
       {"ChannelD64G4Batch64", ChannelKeys(4, 32), 64, 2, 8, 33, 2, CyclingStarts(64, 33)},
+      {"ChannelD80G4", ChannelKeys(4, 32), 80, 2, 8, 40, 30, {0, 7, 33}},
+      {"ChannelD80G8OneSequence", ChannelKeys(4, 32), 80, 1, 8, 1, 33, {0}},
+      {"ChannelD96G1Prompt95", ChannelKeys(1, 64), 96, 3, 3, 95, 2, {0, 31}},
+      {"ChannelD96G4Batch64", ChannelKeys(4, 32), 96, 2, 8, 33, 2, CyclingStarts(64, 33)},
       {"RotatedD64G3", kRotatedKeys, 64, 2, 6, 40, 5, {0, 3, 20}},
       {"RotatedD128G4OneSequence", kRotatedKeys, 128, 2, 8, 33, 2, {0}},
       {"PlainD128G2", kPlainKeys, 128, 2, 4, 17, 3, {5, 0}},
@@ -275,6 +290,16 @@ class CudaKvQ4CacheTest : public CudaKvQ4BackendTest,
 
 TEST_P(CudaKvQ4CacheTest, WritesAndDecodeAttentionMatchCpu) { RunCache(GetParam()); }
 
+// fp16 and bf16 activations, on the default format and a per-token one.
+TEST_F(CudaKvQ4BackendTest, HalfActivationsMatchCpu) {
+  for (SpanType act : {SpanType::kF16, SpanType::kBF16}) {
+    RunCache({"ChannelD128G4", ChannelKeys(4, 64), 128, 2, 8, 90, 14, {0, 7, 33}}, act);
+    RunCache({"ChannelD64G4Batch64", ChannelKeys(4, 32), 64, 2, 8, 33, 2, CyclingStarts(64, 33)},
+             act);
+    RunCache({"PlainD128G2", kPlainKeys, 128, 2, 4, 17, 3, {5, 0}}, act);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, CudaKvQ4CacheTest, ::testing::ValuesIn(CacheCases()),
                          [](const ::testing::TestParamInfo<CacheCase>& info) {
                            return info.param.name;
@@ -286,72 +311,84 @@ struct SmoothingCase {
 };
 
 // FitKeySmoothing over a prefill, then SmoothKeys on a prefill's and a decode step's keys and
-// ScaleQueries on a decode step's queries, with the same mean and scale on both sides.
+// ScaleQueries on a decode step's queries, with the same mean and scale on both sides; for the
+// CUDA backend, keys and queries of each activation type.
 TEST_F(CudaKvQ4BackendTest, KeySmoothingMatchesCpu) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
-  for (const SmoothingCase& c : {SmoothingCase{64, 2, 6, 48, {0, 9, 47, 48}},
-                                 SmoothingCase{128, 8, 64, 95, {0, 94, 95}},
-                                 SmoothingCase{64, 4, 16, 33, CyclingStarts(64, 34)},
-                                 SmoothingCase{128, 2, 2, 1, {0}},
-                                 SmoothingCase{64, 1, 4, 31, {0, 5}}}) {
-    const int kvh = c.kv_heads, d = c.head_dim, tokens = c.tokens;
-    const int batch = static_cast<int>(c.start.size());
-    SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", heads " << c.heads << "/" << kvh
-                                      << ", " << batch << " x " << tokens << " tokens");
-    KvQ4Step step;
-    step.batch = batch;
-    step.num_heads = c.heads;
-    step.num_kv_heads = kvh;
-    step.head_dim = d;
-    step.tokens = tokens;
-    step.cache_len = tokens;
-    KeySource keys(rng, d);
-    const std::vector<float> prompt = keys.Keys(static_cast<size_t>(batch) * tokens * kvh * d);
-    const size_t n = static_cast<size_t>(batch) * kvh * d;
-    auto fit = [&](Backend& backend, BackendWorkspace& ws) {
-      ws.Reset();
-      const DeviceSpan mean = ws.Floats(n), scale = ws.Floats(n);
-      backend.FitKeySmoothing(ws.stream(), step, ws.Floats(prompt), c.start, mean, scale);
-      return std::pair(ws.Read(mean), ws.Read(scale));
-    };
-    const auto [cpu_mean, cpu_scale] = fit(*cpu_, *host_);
-    const auto [gpu_mean, gpu_scale] = fit(*gpu_, *dev_);
-    EXPECT_LT(NormalizedError(ToDouble(cpu_mean), gpu_mean), 1e-6);
-    EXPECT_LT(NormalizedError(ToDouble(cpu_scale), gpu_scale), 1e-6);
-    for (int b = 0; b < batch; ++b) {
-      if (tokens - c.start[b] >= 2) continue;
-      for (size_t i = static_cast<size_t>(b) * kvh * d; i < static_cast<size_t>(b + 1) * kvh * d;
-           ++i) {
-        ASSERT_EQ(gpu_mean[i], 0.0f) << "sequence " << b << " " << i;
-        ASSERT_EQ(gpu_scale[i], 1.0f) << "sequence " << b << " " << i;
-      }
-    }
-
-    for (int step_tokens : {tokens, 1}) {
-      step.tokens = step_tokens;
-      step.cache_len = tokens + (step_tokens == 1 ? 1 : 0);
-      SCOPED_TRACE("tokens " + std::to_string(step_tokens));
-      const std::vector<float> k = keys.Keys(static_cast<size_t>(batch) * step_tokens * kvh * d);
-      auto smooth = [&](Backend& backend, BackendWorkspace& ws) {
+  for (SpanType act : {SpanType::kF32, SpanType::kF16, SpanType::kBF16}) {
+    SCOPED_TRACE(SpanTypeName(act));
+    // What the ops store in the activations: rounded once more with a half type.
+    const double stored_error = act == SpanType::kF32 ? 1e-6 : act == SpanType::kF16 ? 2e-3 : 1e-2;
+    for (const SmoothingCase& c :
+         {SmoothingCase{64, 2, 6, 48, {0, 9, 47, 48}}, SmoothingCase{128, 8, 64, 95, {0, 94, 95}},
+          SmoothingCase{64, 4, 16, 33, CyclingStarts(64, 34)}, SmoothingCase{128, 2, 2, 1, {0}},
+          SmoothingCase{64, 1, 4, 31, {0, 5}}}) {
+      const int kvh = c.kv_heads, d = c.head_dim, tokens = c.tokens;
+      const int batch = static_cast<int>(c.start.size());
+      SCOPED_TRACE(::testing::Message() << "head_dim " << d << ", heads " << c.heads << "/" << kvh
+                                        << ", " << batch << " x " << tokens << " tokens");
+      KvQ4Step step;
+      step.batch = batch;
+      step.num_heads = c.heads;
+      step.num_kv_heads = kvh;
+      step.head_dim = d;
+      step.tokens = tokens;
+      step.cache_len = tokens;
+      KeySource keys(rng, d);
+      const std::vector<float> prompt =
+          RoundedTo(keys.Keys(static_cast<size_t>(batch) * tokens * kvh * d), act);
+      const size_t n = static_cast<size_t>(batch) * kvh * d;
+      auto fit = [&](Backend& backend, BackendWorkspace& ws, SpanType type) {
         ws.Reset();
-        const DeviceSpan dk = ws.Floats(k);
-        backend.SmoothKeys(ws.stream(), step, dk, ws.Floats(cpu_mean), ws.Floats(cpu_scale));
-        return ws.Read(dk);
+        const DeviceSpan mean = ws.Floats(n), scale = ws.Floats(n);
+        backend.FitKeySmoothing(ws.stream(), step, ws.Activations(prompt, type), c.start, mean,
+                                scale);
+        return std::pair(ws.Read(mean), ws.Read(scale));
       };
-      EXPECT_LT(NormalizedError(ToDouble(smooth(*cpu_, *host_)), smooth(*gpu_, *dev_)), 1e-6);
+      const auto [cpu_mean, cpu_scale] = fit(*cpu_, *host_, SpanType::kF32);
+      const auto [gpu_mean, gpu_scale] = fit(*gpu_, *dev_, act);
+      EXPECT_LT(NormalizedError(ToDouble(cpu_mean), gpu_mean), 1e-6);
+      EXPECT_LT(NormalizedError(ToDouble(cpu_scale), gpu_scale), 1e-6);
+      for (int b = 0; b < batch; ++b) {
+        if (tokens - c.start[b] >= 2) continue;
+        for (size_t i = static_cast<size_t>(b) * kvh * d; i < static_cast<size_t>(b + 1) * kvh * d;
+             ++i) {
+          ASSERT_EQ(gpu_mean[i], 0.0f) << "sequence " << b << " " << i;
+          ASSERT_EQ(gpu_scale[i], 1.0f) << "sequence " << b << " " << i;
+        }
+      }
+
+      for (int step_tokens : {tokens, 1}) {
+        step.tokens = step_tokens;
+        step.cache_len = tokens + (step_tokens == 1 ? 1 : 0);
+        SCOPED_TRACE("tokens " + std::to_string(step_tokens));
+        const std::vector<float> k =
+            RoundedTo(keys.Keys(static_cast<size_t>(batch) * step_tokens * kvh * d), act);
+        auto smooth = [&](Backend& backend, BackendWorkspace& ws, SpanType type) {
+          ws.Reset();
+          const DeviceSpan dk = ws.Activations(k, type);
+          backend.SmoothKeys(ws.stream(), step, dk, ws.Floats(cpu_mean), ws.Floats(cpu_scale));
+          return ws.Read(dk);
+        };
+        EXPECT_LT(NormalizedError(ToDouble(smooth(*cpu_, *host_, SpanType::kF32)),
+                                  smooth(*gpu_, *dev_, act)),
+                  stored_error);
+      }
+      step.tokens = 1;
+      step.cache_len = tokens + 1;
+      const std::vector<float> q =
+          RoundedTo(RandomNormals(rng, static_cast<size_t>(batch) * c.heads * d), act);
+      auto scale_queries = [&](Backend& backend, BackendWorkspace& ws, SpanType type) {
+        ws.Reset();
+        const DeviceSpan dq = ws.Activations(q, type);
+        backend.ScaleQueries(ws.stream(), step, dq, ws.Floats(cpu_scale));
+        return ws.Read(dq);
+      };
+      EXPECT_LT(NormalizedError(ToDouble(scale_queries(*cpu_, *host_, SpanType::kF32)),
+                                scale_queries(*gpu_, *dev_, act)),
+                stored_error);
     }
-    step.tokens = 1;
-    step.cache_len = tokens + 1;
-    const std::vector<float> q = RandomNormals(rng, static_cast<size_t>(batch) * c.heads * d);
-    auto scale_queries = [&](Backend& backend, BackendWorkspace& ws) {
-      ws.Reset();
-      const DeviceSpan dq = ws.Floats(q);
-      backend.ScaleQueries(ws.stream(), step, dq, ws.Floats(cpu_scale));
-      return ws.Read(dq);
-    };
-    EXPECT_LT(NormalizedError(ToDouble(scale_queries(*cpu_, *host_)), scale_queries(*gpu_, *dev_)),
-              1e-6);
   }
 }
 

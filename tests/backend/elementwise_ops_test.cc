@@ -52,8 +52,8 @@ TEST_F(ElementwiseOpsTest, EmbedMatchesTableRowsForEveryType) {
       } else {
         out.Poison();
       }
-      ASSERT_EQ(cuda_ops::Embed(d_table.get(), type, hidden, d_ids.get(), n, accumulate, out.get(),
-                                nullptr),
+      ASSERT_EQ(cuda_ops::Embed(d_table.get(), type, hidden, d_ids.get(), n, accumulate,
+                                ElemType::kF32, out.get(), nullptr),
                 cudaSuccess);
       const std::vector<float> got = out.Download();
       for (int i = 0; i < n; ++i) {
@@ -105,20 +105,24 @@ TEST_F(ElementwiseOpsTest, NormsMatchFp64AndCpu) {
     kernels::cpu::RmsNorm(x.data(), w.data(), eps, c.rows, c.dim, cpu_rms.data());
     DeviceArray<float> dx(x), dw(w), db(b), dy(n);
     dy.Poison();
-    ASSERT_EQ(cuda_ops::LayerNorm(dx.get(), dw.get(), db.get(), eps, c.rows, c.dim, dy.get(), nullptr),
+    ASSERT_EQ(cuda_ops::LayerNorm(ElemType::kF32, dx.get(), dw.get(), db.get(), eps, c.rows, c.dim,
+                                  dy.get(), nullptr),
               cudaSuccess);
     const std::vector<float> ln = dy.Download();
     EXPECT_LT(NormalizedError(ref_ln, ln), 1e-5);
     EXPECT_LT(NormalizedError(ToDouble(cpu_ln), ln), 1e-5);
     // In place, without bias.
-    ASSERT_EQ(cuda_ops::LayerNorm(dx.get(), dw.get(), nullptr, eps, c.rows, c.dim, dx.get(), nullptr),
+    ASSERT_EQ(cuda_ops::LayerNorm(ElemType::kF32, dx.get(), dw.get(), nullptr, eps, c.rows, c.dim,
+                                  dx.get(), nullptr),
               cudaSuccess);
     std::vector<double> ref_nobias = ref_ln;
     for (size_t i = 0; i < n; ++i) ref_nobias[i] -= b[i % c.dim];
     EXPECT_LT(NormalizedError(ref_nobias, dx.Download()), 1e-5);
     dx.Upload(x);
     dy.Poison();
-    ASSERT_EQ(cuda_ops::RmsNorm(dx.get(), dw.get(), eps, c.rows, c.dim, dy.get(), nullptr), cudaSuccess);
+    ASSERT_EQ(cuda_ops::RmsNorm(ElemType::kF32, dx.get(), dw.get(), eps, c.rows, c.dim, dy.get(),
+                                nullptr),
+              cudaSuccess);
     const std::vector<float> rms = dy.Download();
     EXPECT_LT(NormalizedError(ref_rms, rms), 1e-5);
     EXPECT_LT(NormalizedError(ToDouble(cpu_rms), rms), 1e-5);
@@ -144,10 +148,10 @@ TEST_F(ElementwiseOpsTest, ActivationsMatchFp64AndCpu) {
     kernels::cpu::SiluMul(cpu_silu.data(), up.data(), static_cast<size_t>(n));
 
     DeviceArray<float> dx(x), dup(up);
-    ASSERT_EQ(cuda_ops::Relu(dx.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda_ops::Relu(ElemType::kF32, dx.get(), n, nullptr), cudaSuccess);
     EXPECT_EQ(NormalizedError(relu, dx.Download()), 0.0);
     dx.Upload(x);
-    ASSERT_EQ(cuda_ops::Gelu(dx.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda_ops::Gelu(ElemType::kF32, dx.get(), n, nullptr), cudaSuccess);
     const std::vector<float> g = dx.Download();
     // Element by element within GeluErrorBound, absolute plus relative: along the negative tail
     // 1 + erf cancels in fp32 and a relative bound fails a correct formula (issue 28, seed
@@ -158,7 +162,7 @@ TEST_F(ElementwiseOpsTest, ActivationsMatchFp64AndCpu) {
     EXPECT_LE(WorstGeluError(x, cpu_gelu, g, 2.0, &at), 1.0)
         << "x " << x[at] << " got " << g[at] << " cpu " << cpu_gelu[at];
     dx.Upload(x);
-    ASSERT_EQ(cuda_ops::SiluMul(dx.get(), dup.get(), n, nullptr), cudaSuccess);
+    ASSERT_EQ(cuda_ops::SiluMul(ElemType::kF32, dx.get(), dup.get(), n, nullptr), cudaSuccess);
     const std::vector<float> s = dx.Download();
     EXPECT_LT(NormalizedError(silu, s), 1e-6);
     EXPECT_LT(NormalizedError(ToDouble(cpu_silu), s), 1e-6);
@@ -211,8 +215,8 @@ TEST_F(ElementwiseOpsTest, RopeMatchesFp64AndCpuForEveryScaling) {
     kernels::cpu::ApplyRope(cpu.data(), pos.data(), c.tokens, c.heads, c.head_dim, inv_freq.data());
     DeviceArray<float> dx(x), dfreq(inv_freq);
     DeviceArray<int32_t> dpos(pos);
-    ASSERT_EQ(cuda_ops::ApplyRope(dx.get(), dpos.get(), c.tokens, c.heads, c.head_dim, dfreq.get(),
-                                  nullptr),
+    ASSERT_EQ(cuda_ops::ApplyRope(ElemType::kF32, dx.get(), dpos.get(), c.tokens, c.heads,
+                                  c.head_dim, dfreq.get(), nullptr),
               cudaSuccess);
     const std::vector<float> got = dx.Download();
     EXPECT_LT(NormalizedError(ref, got), 1e-6);
@@ -228,8 +232,10 @@ TEST_F(ElementwiseOpsTest, AddAndAddBias) {
   const std::vector<float> x = RandomNormals(rng, n), y = RandomNormals(rng, n);
   const std::vector<float> bias = RandomNormals(rng, static_cast<size_t>(cols));
   DeviceArray<float> dx(x), dy(y), db(bias);
-  ASSERT_EQ(cuda_ops::Add(dx.get(), dy.get(), static_cast<int64_t>(n), nullptr), cudaSuccess);
-  ASSERT_EQ(cuda_ops::AddBias(dx.get(), db.get(), rows, cols, nullptr), cudaSuccess);
+  ASSERT_EQ(cuda_ops::Add(ElemType::kF32, dx.get(), dy.get(), static_cast<int64_t>(n), nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cuda_ops::AddBias(ElemType::kF32, dx.get(), db.get(), rows, cols, nullptr),
+            cudaSuccess);
   const std::vector<float> got = dx.Download();
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], (x[i] + y[i]) + bias[i % cols]) << i;
 }
@@ -248,18 +254,30 @@ TEST_F(ElementwiseOpsTest, ConversionsRoundLikeTheHost) {
   DeviceArray<float> back(x.size());
   for (ElemType type : {ElemType::kF16, ElemType::kBF16}) {
     dh.Poison();
-    ASSERT_EQ(cuda_ops::FloatToHalf(dx.get(), static_cast<int64_t>(x.size()), type, dh.get(), nullptr),
+    ASSERT_EQ(cuda_ops::Convert(dx.get(), ElemType::kF32, static_cast<int64_t>(x.size()), type,
+                                dh.get(), nullptr),
               cudaSuccess);
     const std::vector<uint16_t> got = dh.Download();
     const std::vector<uint16_t> want = type == ElemType::kF16 ? ToHalfBits(x) : ToBf16Bits(x);
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(got[i], want[i]) << i << " " << x[i];
-    ASSERT_EQ(cuda_ops::ToFloat(dh.get(), type, static_cast<int64_t>(x.size()), back.get(), nullptr),
+    ASSERT_EQ(cuda_ops::Convert(dh.get(), type, static_cast<int64_t>(x.size()), ElemType::kF32,
+                                back.get(), nullptr),
               cudaSuccess);
     const std::vector<float> widened = back.Download();
     std::vector<float> host(x.size());
     ConvertToFloat(type == ElemType::kF16 ? DType::kF16 : DType::kBF16, want.data(), host.data(),
                    host.size());
     for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(widened[i], host[i]) << i;
+    // From one half type to the other: the widened value rounded once.
+    const ElemType other = type == ElemType::kF16 ? ElemType::kBF16 : ElemType::kF16;
+    DeviceArray<uint16_t> dother(x.size());
+    ASSERT_EQ(cuda_ops::Convert(dh.get(), type, static_cast<int64_t>(x.size()), other,
+                                dother.get(), nullptr),
+              cudaSuccess);
+    const std::vector<uint16_t> other_bits = dother.Download();
+    const std::vector<uint16_t> other_want =
+        other == ElemType::kF16 ? ToHalfBits(host) : ToBf16Bits(host);
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(other_bits[i], other_want[i]) << i;
   }
 }
 

@@ -1,10 +1,10 @@
-// --device and --gpu-memory through the binary. `--device cuda` where no GPU is usable (no
-// driver, no device, or a build without the CUDA backend) ends run, bench, perplexity and
-// profile with exit 2 and a message that names the flag, the reason and --device cpu, before a
-// model loads or an output is written; where `nvidia-smi -L` lists a GPU the same commands
-// compute on it and succeed. --gpu-memory takes sizes with units, is the capacity `plan`
-// searches for (as its older spelling --gpu-mem-gib), and a device tier below what a run needs
-// ends it with exit 2 naming --gpu-memory.
+// --device, --activations and --gpu-memory through the binary. `--device cuda` where no GPU is
+// usable (no driver, no device, or a build without the CUDA backend) ends run, bench, perplexity
+// and profile with exit 2 and a message that names the flag, the reason and --device cpu, before
+// a model loads or an output is written; where `nvidia-smi -L` lists a GPU the same commands
+// compute on it and succeed. --activations sets the device's storage type. --gpu-memory takes
+// sizes with units, is the capacity `plan` searches for (as its older spelling --gpu-mem-gib),
+// and a device tier below what a run needs ends it with exit 2 naming --gpu-memory.
 #include <cstdlib>
 
 #include "tests/cli/cli_runner.h"
@@ -74,6 +74,38 @@ TEST_F(DeviceCliTest, AnUnknownDeviceIsRefused) {
   EXPECT_NE(r.stderr_text.find("--device"), std::string::npos) << r.stderr_text;
   EXPECT_NE(r.stderr_text.find("auto,cuda,cpu"), std::string::npos) << r.stderr_text;
   EXPECT_FALSE(std::filesystem::exists(Path("out.jsonl")));
+}
+
+// --activations sets the device's storage type: on the CPU, fp16 and bf16 stand in for a GPU's,
+// so a text's perplexity moves by rounding alone (the 400-byte text here: well within 1%); an
+// unknown type is refused.
+TEST_F(DeviceCliTest, ActivationsSetTheDevicesStorageType) {
+  Write("text.txt", "In the beginning the quick brown fox jumped over the lazy dog, and the dog "
+                    "slept on while seven bright stars watched the quiet field until morning.\n");
+  auto perplexity = [&](const std::string& activations) {
+    const CliResult r = RunKeepingStdout("perplexity --model " + kModel + " --input " +
+                                             Path("text.txt") + " --window 32 --prompt 8 " +
+                                             "--device cpu --activations " + activations,
+                                         "perplexity.txt");
+    EXPECT_EQ(r.exit_code, 0) << r.stderr_text;
+    EXPECT_NE(r.stderr_text.find("device cpu, " + activations + " activations"),
+              std::string::npos)
+        << r.stderr_text;
+    const std::string out = ReadFile(Path("perplexity.txt"));
+    const size_t at = out.find("perplexity ");
+    return at == std::string::npos ? -1.0 : std::stod(out.substr(at + 11));
+  };
+  const double fp32 = perplexity("fp32");
+  ASSERT_GT(fp32, 1.0);
+  for (const char* half : {"fp16", "bf16"}) {
+    const double p = perplexity(half);
+    EXPECT_NE(p, fp32) << half << " activations were not rounded";
+    EXPECT_NEAR(p, fp32, 0.01 * fp32) << half;
+  }
+  const CliResult bad = RunStrata("perplexity --model " + kModel + " --input " +
+                                  Path("text.txt") + " --activations fp8");
+  EXPECT_EQ(bad.exit_code, 2) << bad.stderr_text;
+  EXPECT_NE(bad.stderr_text.find("--activations"), std::string::npos) << bad.stderr_text;
 }
 
 TEST_F(DeviceCliTest, GpuMemoryIsTheCapacityPlanSearchesFor) {

@@ -85,6 +85,11 @@ INSTANTIATE_TEST_SUITE_P(OtherHeadSizes, AttentionQ4Exactness,
                                             ::testing::Values(1, 17, 65, 1000)));
 // Three and four groups per head: the AVX-512 path's chunks of 64 code bytes then span two
 // groups in three (or two) layouts, and its tiles route several slot vectors to each group.
+// A 64-element group then a last one of 16 or 32 (scalar path, unrotated keys): contexts on both
+// sides of the 16-token tiles.
+INSTANTIATE_TEST_SUITE_P(ShortLastGroup, AttentionQ4Exactness,
+                         ::testing::Combine(::testing::Values(80, 96),
+                                            ::testing::Values(1, 15, 16, 17, 65, 1000)));
 INSTANTIATE_TEST_SUITE_P(WideHeads, AttentionQ4Exactness,
                          ::testing::Combine(::testing::Values(192, 256),
                                             ::testing::Values(1, 33, 1000)));

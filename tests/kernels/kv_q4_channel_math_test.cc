@@ -119,6 +119,61 @@ TEST(KvQ4ChannelMathTest, FragmentMapsCoverEveryChannelOnceAsTheCpuReaderSees) {
   }
 }
 
+// Head sizes 80 and 96 (a last group of 16 or 32 channels; at 80 the third 16-byte chunk of a code
+// row is half padding): the maps cover every channel of the padded chunks once, the real ones as
+// kernels/kv_q4_format.h lays them out (byte 32i + j of group i, g channels, holds 64i + j and
+// 64i + g/2 + j), the padding past head_dim, and a key fragment's k slots stay consecutive.
+TEST(KvQ4ChannelMathTest, FragmentMapsCoverTheShorterLastGroupAndThePadding) {
+  for (int d : {80, 96}) {
+    const int chunks = CodeChunks(d);
+    EXPECT_EQ(chunks, 3);
+    const int padded = 32 * chunks;
+    std::vector<int> key_hits(padded, 0), value_hits(padded, 0);
+    for (int c = 0; c < chunks; ++c) {
+      for (int t = 0; t < 4; ++t) {
+        for (int hi = 0; hi < 2; ++hi) {
+          for (int k = 0; k < 4; ++k) {
+            const int ch = KeyChannel(c, t, k, hi, d);
+            ASSERT_GE(ch, 0);
+            ASSERT_LT(ch, padded);
+            ++key_hits[ch];
+            EXPECT_EQ(ch, KeyChannel(c, t, 0, hi, d) + k) << "d=" << d;
+          }
+          EXPECT_EQ(KeyChannel(c, t, 0, hi, d) % 4, 0) << "16-byte aligned params";
+        }
+      }
+    }
+    for (int m = 0; m < 2 * chunks; ++m) {
+      for (int upper = 0; upper < 2; ++upper) {
+        for (int g = 0; g < 8; ++g) ++value_hits[ValueDim(m, upper, g, d)];
+      }
+    }
+    for (int c = 0; c < padded; ++c) {
+      EXPECT_EQ(key_hits[c], 1) << "d=" << d << " channel " << c;
+      EXPECT_EQ(value_hits[c], 1) << "d=" << d << " dim " << c;
+    }
+    for (int byte = 0; byte < d / 2; ++byte) {
+      const int group = byte / 32;
+      const int g = std::min(64, d - 64 * group);
+      const int j = byte - 32 * group;
+      ASSERT_LT(j, g / 2);
+      EXPECT_EQ(ChannelOfNibble(byte, 0, d), 64 * group + j) << "d=" << d << " byte " << byte;
+      EXPECT_EQ(ChannelOfNibble(byte, 1, d), 64 * group + g / 2 + j) << "d=" << d;
+    }
+    for (int byte = d / 2; byte < 16 * chunks; ++byte) {
+      EXPECT_GE(ChannelOfNibble(byte, 0, d), d);
+      EXPECT_GE(ChannelOfNibble(byte, 1, d), d);
+    }
+    EXPECT_EQ(Q4ParamHalves(d), 4);
+    EXPECT_EQ(Q4ChannelParamHalves(d) * kQ4ChannelGroup, 2 * padded) << "params fill the slots";
+  }
+  // The sizes every other head_dim had before 80 and 96 were defined.
+  for (int d : {16, 32, 48, 64, 128, 192, 256}) {
+    EXPECT_EQ(Q4ParamHalves(d), d / Q4Group(d) * 2) << d;
+    EXPECT_EQ(Q4ChannelParamHalves(d), (2 * d + kQ4ChannelGroup - 1) / kQ4ChannelGroup) << d;
+  }
+}
+
 // RoundToHalfBits (the host's model of one fp16 rounding of a multiply or FMA) agrees with
 // FloatToHalfBits on every float it is given as a double, and rounds exact midpoints to even.
 TEST(KvQ4ChannelMathTest, DoubleToHalfRoundingMatchesFloatRounding) {
@@ -327,9 +382,9 @@ TEST(KvQ4ChannelMathTest, LogSumExpMergeMatchesFp64) {
 }
 
 // The eight rows of one ldmatrix phase, reading the same logical chunk, hit eight different
-// 16-byte bank groups; and each row's chunks stay a permutation.
+// 16-byte bank groups; and each row's chunks stay a permutation (odd rows: in place).
 TEST(KvQ4ChannelMathTest, SwizzleIsConflictFreeAndAPermutation) {
-  for (int cpr : {2, 4, 8}) {
+  for (int cpr : {2, 3, 4, 8}) {
     for (int base = 0; base < 32; base += 8) {
       for (int c = 0; c < cpr; ++c) {
         std::set<int> groups;

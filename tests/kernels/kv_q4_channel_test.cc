@@ -25,11 +25,12 @@ using testing::MaxRelativeError;
 using testing::ReferenceDecode;
 constexpr int kC = kQ4ChannelGroup;
 
-// Channel c of a token's codes, read as the format says (byte j of a 64-group: element j low,
-// j + 32 high).
+// Channel c of a token's codes, read as the format says: group i = c / 64 of g channels (64, or
+// the shorter last one) holds its element j in the low nibble of byte 32i + j and j + g/2 in the
+// high nibble.
 int CodeOf(const uint8_t* codes, int c, int head_dim) {
-  const int g = Q4Group(head_dim), j = c % g;
-  const uint8_t byte = codes[c / g * g / 2 + j % (g / 2)];
+  const int i = c / 64, j = c % 64, g = std::min(64, head_dim - 64 * i);
+  const uint8_t byte = codes[32 * i + j % (g / 2)];
   return j < g / 2 ? (byte & 0xF) : (byte >> 4);
 }
 
@@ -50,13 +51,16 @@ std::vector<float> OutlierKeys(int tokens, int head_dim, unsigned seed) {
 }
 
 TEST(KvQ4ChannelTest, GroupMeetsTheFormatRuleChannelByChannel) {
-  for (int d : {32, 40, 64, 128}) {
+  for (int d : {32, 40, 64, 80, 96, 128}) {
     const std::vector<float> keys = OutlierKeys(kC, d, 7u + d);
     std::vector<const float*> rows(kC);
     for (int j = 0; j < kC; ++j) rows[j] = j % 11 == 3 ? nullptr : keys.data() + j * d;
     std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d), 0xAB);
     std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d), 0xFFFF);
     QuantizeKeyGroupByChannel(rows.data(), d, codes.data(), params.data());
+    for (size_t x = 2 * d; x < params.size(); ++x) {  // past the channels' (head_dim 40 and 80)
+      EXPECT_EQ(params[x], 0) << "d=" << d << " half " << x;
+    }
     std::vector<float> x(d);
     for (int c = 0; c < d; ++c) {
       double lo = INFINITY, hi = -INFINITY;
@@ -133,39 +137,41 @@ Row WriteRow(const std::vector<float>& keys, int d, int len, int start, int sink
 }
 
 TEST(KvQ4ChannelTest, GroupsAreTheSameBitsHoweverTheTokensArrive) {
-  constexpr int d = 64, kLen = 200;
-  const std::vector<float> keys = OutlierKeys(kLen, d, 11u);
-  for (int start : {0, 37}) {
-    for (int sink : {0, 1, 4}) {
-      const Row whole = WriteRow(keys, d, kLen, start, sink, kC, {kLen});
-      const Row steps = WriteRow(keys, d, kLen, start, sink, kC, std::vector<int>(kLen, 1));
-      std::vector<int> prompt_then_steps{70};
-      prompt_then_steps.resize(kLen - 70 + 1, 1);
-      const Row mixed = WriteRow(keys, d, kLen, start, sink, 96, prompt_then_steps);
-      // Complete groups only: slots [start, start + whole groups of tokens).
-      const size_t first = static_cast<size_t>(start);
-      const size_t end = first + static_cast<size_t>((kLen - start) / kC * kC);
-      for (const Row* r : {&steps, &mixed}) {
-        EXPECT_TRUE(std::equal(r->codes.begin() + first * Q4CodeBytes(d),
-                               r->codes.begin() + end * Q4CodeBytes(d),
-                               whole.codes.begin() + first * Q4CodeBytes(d)))
-            << "start=" << start << " sink=" << sink;
-        EXPECT_TRUE(std::equal(r->params.begin() + first * Q4ChannelParamHalves(d),
-                               r->params.begin() + end * Q4ChannelParamHalves(d),
-                               whole.params.begin() + first * Q4ChannelParamHalves(d)))
-            << "start=" << start << " sink=" << sink;
+  constexpr int kLen = 200;
+  for (int d : {64, 80}) {
+    const std::vector<float> keys = OutlierKeys(kLen, d, 11u);
+    for (int start : {0, 37}) {
+      for (int sink : {0, 1, 4}) {
+        const Row whole = WriteRow(keys, d, kLen, start, sink, kC, {kLen});
+        const Row steps = WriteRow(keys, d, kLen, start, sink, kC, std::vector<int>(kLen, 1));
+        std::vector<int> prompt_then_steps{70};
+        prompt_then_steps.resize(kLen - 70 + 1, 1);
+        const Row mixed = WriteRow(keys, d, kLen, start, sink, 96, prompt_then_steps);
+        // Complete groups only: slots [start, start + whole groups of tokens).
+        const size_t first = static_cast<size_t>(start);
+        const size_t end = first + static_cast<size_t>((kLen - start) / kC * kC);
+        for (const Row* r : {&steps, &mixed}) {
+          EXPECT_TRUE(std::equal(r->codes.begin() + first * Q4CodeBytes(d),
+                                 r->codes.begin() + end * Q4CodeBytes(d),
+                                 whole.codes.begin() + first * Q4CodeBytes(d)))
+              << "d=" << d << " start=" << start << " sink=" << sink;
+          EXPECT_TRUE(std::equal(r->params.begin() + first * Q4ChannelParamHalves(d),
+                                 r->params.begin() + end * Q4ChannelParamHalves(d),
+                                 whole.params.begin() + first * Q4ChannelParamHalves(d)))
+              << "d=" << d << " start=" << start << " sink=" << sink;
+        }
+        // Groups start at the sequence's first token, wherever padding puts it, and its sink
+        // tokens are not fitted: the first group's range is its other tokens'.
+        std::vector<const float*> fitted(kC, nullptr);
+        for (int j = sink; j < kC; ++j) fitted[j] = keys.data() + (start + j) * d;
+        std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d));
+        std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d));
+        QuantizeKeyGroupByChannel(fitted.data(), d, codes.data(), params.data());
+        EXPECT_TRUE(std::equal(params.begin(), params.end(),
+                               whole.params.begin() + first * Q4ChannelParamHalves(d)));
+        EXPECT_TRUE(std::equal(codes.begin(), codes.end(),
+                               whole.codes.begin() + first * Q4CodeBytes(d)));
       }
-      // Groups start at the sequence's first token, wherever padding puts it, and its sink
-      // tokens are not fitted: the first group's range is its other tokens'.
-      std::vector<const float*> fitted(kC, nullptr);
-      for (int j = sink; j < kC; ++j) fitted[j] = keys.data() + (start + j) * d;
-      std::vector<uint8_t> codes(static_cast<size_t>(kC) * Q4CodeBytes(d));
-      std::vector<uint16_t> params(static_cast<size_t>(kC) * Q4ChannelParamHalves(d));
-      QuantizeKeyGroupByChannel(fitted.data(), d, codes.data(), params.data());
-      EXPECT_TRUE(std::equal(params.begin(), params.end(),
-                             whole.params.begin() + first * Q4ChannelParamHalves(d)));
-      EXPECT_TRUE(std::equal(codes.begin(), codes.end(),
-                             whole.codes.begin() + first * Q4CodeBytes(d)));
     }
   }
 }
@@ -282,11 +288,18 @@ TEST(KvQ4ChannelTest, DecodeAttentionMatchesFp64AroundGroupBoundaries) {
   ExpectMatches({1, kC, 200, 1}, 256);
   ExpectMatches({1, kC, 150, 1}, 32);  // the scalar path's head sizes
   ExpectMatches({1, kC, 150, 1}, 40);  // a group's params spread over 3 halves a slot
+  // A last per-token group of 16 or 32 values (scalar path); at 80, zero params past the channels.
+  for (int context : {31, 32, 33, 64, 65, 129}) {
+    ExpectMatches({1, kC, context, 1}, 80);
+    ExpectMatches({1, kC, context, 1}, 96);
+  }
+  ExpectMatches({4, 100, 333, 1}, 80);
 }
 
 TEST(KvQ4ChannelTest, ThreadSplitsMergeAcrossGroups) {
   ExpectMatches({1, kC, 5000, 4}, 64);
   ExpectMatches({1, kC, 3001, 8}, 128);
+  ExpectMatches({1, kC, 2100, 4}, 96);
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST(KvQ4Test, ConstantGroupKeepsItsValue) {
 TEST(KvQ4Test, RoundTripErrorIsHalfAStep) {
   std::mt19937 rng(2);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (int d : {32, 64, 128, 256}) {
+  for (int d : {32, 64, 80, 96, 128, 256}) {
     std::vector<float> x(static_cast<size_t>(d)), back(static_cast<size_t>(d));
     for (float& v : x) v = normal(rng);
     std::vector<uint8_t> codes(static_cast<size_t>(Q4CodeBytes(d)));
@@ -115,6 +115,46 @@ TEST(KvQ4Test, RoundTripErrorIsHalfAStep) {
       const float scale = HalfBitsToFloat(params[2 * (i / g)]);
       // Half a step, plus what rounding minimum and scale to fp16 can add at the ends.
       EXPECT_LE(std::fabs(back[i] - x[i]), 0.5f * scale + 16 * 1e-3f * std::fabs(x[i]) + 1e-3f);
+    }
+  }
+}
+
+// head_dim 80 and 96: a group of 64 at bytes 0..31 and params 0..1, then one of 16 or 32 at
+// bytes 32.. (element 64 + j low, 64 + (d - 64) / 2 + j high) and params 2..3.
+TEST(KvQ4Test, ShortLastGroupFollowsTheFormat) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.3f, 2.0f);
+  for (int d : {80, 96}) {
+    ASSERT_EQ(Q4ParamHalves(d), 4);
+    for (int trial = 0; trial < 20; ++trial) {
+      std::vector<float> x(static_cast<size_t>(d));
+      for (float& v : x) v = normal(rng);
+      std::vector<uint8_t> codes(static_cast<size_t>(Q4CodeBytes(d)));
+      uint16_t params[4];
+      QuantizeQ4Row(x.data(), d, codes.data(), params);
+      for (int i = 0; i < 2; ++i) {
+        const int first = 64 * i, g = i == 0 ? 64 : d - 64;
+        float scale, minimum;
+        const std::vector<int> q = FormatCodes(
+            std::vector<float>(x.begin() + first, x.begin() + first + g), &scale, &minimum);
+        EXPECT_EQ(params[2 * i], FloatToHalfBits(scale)) << "d=" << d << " group " << i;
+        EXPECT_EQ(params[2 * i + 1], FloatToHalfBits(minimum)) << "d=" << d << " group " << i;
+        for (int j = 0; j < g / 2; ++j) {
+          ASSERT_EQ(codes[32 * i + j] & 0xF, q[j]) << "d=" << d << " group " << i << " j=" << j;
+          ASSERT_EQ(codes[32 * i + j] >> 4, q[j + g / 2])
+              << "d=" << d << " group " << i << " j=" << j;
+        }
+      }
+      std::vector<float> back(static_cast<size_t>(d));
+      DequantizeQ4Row(codes.data(), params, d, back.data());
+      for (int e = 0; e < d; ++e) {
+        const int i = e / 64, j = e % 64, half = (i == 0 ? 64 : d - 64) / 2;
+        const uint8_t byte = codes[32 * i + j % half];
+        const int code = j < half ? byte & 0xF : byte >> 4;
+        const float want =
+            code * HalfBitsToFloat(params[2 * i]) + HalfBitsToFloat(params[2 * i + 1]);
+        ASSERT_EQ(back[e], want) << "d=" << d << " e=" << e;
+      }
     }
   }
 }

@@ -2,6 +2,7 @@
 // and fp64 reference decode attention (the masking rules of kernels/cpu/attention.h).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -49,10 +50,12 @@ struct Q4Planes {
     for (size_t r = 0; r < rows; ++r) {
       const uint8_t* c = codes.data() + r * Q4CodeBytes(d);
       const uint16_t* p = params.data() + r * Q4ParamHalves(d);
-      const int g = Q4Group(d);
       for (int i = 0; i < d; ++i) {
-        const int group = i / g, j = i % g;
-        const uint8_t byte = c[group * g / 2 + (j % (g / 2))];
+        // Group `group` of g elements (64, or the shorter last one) starts at element 64 * group
+        // and byte 32 * group; byte j holds its element j low and j + g / 2 high.
+        const int group = i / 64, j = i % 64;
+        const int g = std::min(64, d - 64 * group);
+        const uint8_t byte = c[group * 32 + j % (g / 2)];
         const int code = j < g / 2 ? (byte & 0xF) : (byte >> 4);
         const double scale = HalfBitsToFloat(p[2 * group]);
         const double minimum = HalfBitsToFloat(p[2 * group + 1]);

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "policy/memory_accounting.h"
+#include "src/backend/q4_sizes.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/memory/memory_tiers.h"
 #include "src/memory/model_spec_of.h"
@@ -118,29 +119,73 @@ TEST(PlacementTest, WeightHomesAddUpToTheModel) {
   }
 }
 
-// The homes of weights, KV cache and activations are the plan's figures exactly.
+// The activation types a backend keeps (Backend::ActivationType): fp32 on the CPU, two bytes on
+// a GPU.
+constexpr SpanType kActivationTypes[] = {SpanType::kF32, SpanType::kF16, SpanType::kBF16};
+
+// The homes of weights, KV cache and activations are the plan's figures exactly, for
+// activations of every type the plan's accounting is given.
 TEST(PlacementTest, HomesEqualThePlansFigures) {
   for (const char* name : kFixtures) {
     auto model = Load(name);
     ASSERT_NE(model, nullptr);
-    Result<ModelSpec> spec = ModelSpecOf(*model);
-    ASSERT_TRUE(spec.ok()) << spec.status().ToString();
-    for (const Plan& plan : Plans()) {
-      const Workload workload{24, 16, 0};
-      const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
-      Result<Placement> p = PlaceBlock(*model, plan, shape);
-      ASSERT_TRUE(p.ok()) << p.status().ToString();
-      Result<MemoryPlan> mem = AccountMemory(*spec, workload, plan);
-      ASSERT_TRUE(mem.ok()) << mem.status().ToString();
-      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
-        SCOPED_TRACE(std::string(name) + " " + TierName(t) + "\n" + PlanToString(plan));
-        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kWeights)),
-                  mem->weight_bytes.at(t));
-        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kKvCache)),
-                  mem->kv_cache_bytes.at(t));
-        EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kActivations)),
-                  mem->activation_bytes.at(t));
+    for (const SpanType activations : kActivationTypes) {
+      const int bytes = static_cast<int>(SpanElementBytes(activations));
+      Result<ModelSpec> spec = ModelSpecOf(*model, bytes);
+      ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+      for (const Plan& plan : Plans()) {
+        const Workload workload{24, 16, 0};
+        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+        Result<Placement> p = PlaceBlock(*model, plan, shape, activations);
+        ASSERT_TRUE(p.ok()) << p.status().ToString();
+        Result<MemoryPlan> mem = AccountMemory(*spec, workload, plan);
+        ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+        for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+          SCOPED_TRACE(std::string(name) + " " + SpanTypeName(activations) + " " + TierName(t) +
+                       "\n" + PlanToString(plan));
+          EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kWeights)),
+                    mem->weight_bytes.at(t));
+          EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kKvCache)),
+                    mem->kv_cache_bytes.at(t));
+          EXPECT_EQ(static_cast<int64_t>(p->layout.use_bytes(t, MemoryUse::kActivations)),
+                    mem->activation_bytes.at(t));
+        }
       }
+    }
+  }
+}
+
+// Two-byte activations halve what is sized by them (hidden states, the Transformer's buffers, a
+// dense cache, the prefill's keys and values, expanded 4-bit weights) and nothing else (logits,
+// weights, the 4-bit cache and its exact rows stay as they are).
+TEST(PlacementTest, HalfActivationsHalveWhatActivationsSize) {
+  auto model = Load("llama-gqa");
+  ASSERT_NE(model, nullptr);
+  Plan plan = *PlanFromFlexGenPercent({40, 30, 50, 30, 60, 20}, 2, 2);
+  plan.cpu_attention = true;
+  for (const bool q4 : {false, true}) {
+    plan.compress_cache = q4;
+    plan.compress_weight = q4;
+    SCOPED_TRACE(q4 ? "4-bit cache and weights" : "dense cache");
+    const BlockShape shape{2, 2, 24, 40};
+    const Placement full = *PlaceBlock(*model, plan, shape, SpanType::kF32);
+    const Placement half = *PlaceBlock(*model, plan, shape, SpanType::kF16);
+    EXPECT_EQ(half.activation_type, SpanType::kF16);
+    EXPECT_EQ(half.op_limits.activations, SpanType::kF16);
+    EXPECT_EQ(2 * half.transformer_workspace.bytes, full.transformer_workspace.bytes);
+    EXPECT_EQ(2 * half.activations.row_bytes, full.activations.row_bytes);
+    EXPECT_EQ(2 * half.weights.expanded_bytes, full.weights.expanded_bytes);
+    EXPECT_EQ(2 * half.cache.prefill.bytes, full.cache.prefill.bytes);
+    EXPECT_EQ(half.logits.bytes, full.logits.bytes);
+    EXPECT_EQ(half.cache.exact.bytes, full.cache.exact.bytes);
+    EXPECT_EQ(half.layout.use_bytes(Tier::kGpu, MemoryUse::kWeights),
+              full.layout.use_bytes(Tier::kGpu, MemoryUse::kWeights));
+    if (q4) {
+      EXPECT_EQ(half.cache.row_bytes, full.cache.row_bytes);
+    } else {
+      EXPECT_EQ(half.cache.format.element, SpanType::kF16);
+      EXPECT_EQ(2 * half.cache.row_bytes, full.cache.row_bytes);
+      EXPECT_EQ(2 * half.cache.cpu_workspace[0].bytes, full.cache.cpu_workspace[0].bytes);
     }
   }
 }
@@ -171,15 +216,19 @@ TEST(PlacementTest, TiersHoldNoMoreThanThePlan) {
   for (const char* name : kFixtures) {
     auto model = Load(name);
     ASSERT_NE(model, nullptr);
-    const ModelSpec spec = *ModelSpecOf(*model);
-    for (const Plan& plan : Plans()) {
-      const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
-      Result<Placement> p = PlaceBlock(*model, plan, shape);
-      ASSERT_TRUE(p.ok());
-      const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
-      for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
-        EXPECT_LE(static_cast<int64_t>(p->layout.tier_bytes(t)), mem.total_bytes.at(t))
-            << name << " " << TierName(t) << "\n" << PlanToString(plan) << Compare(*p, mem);
+    for (const SpanType activations : kActivationTypes) {
+      const ModelSpec spec =
+          *ModelSpecOf(*model, static_cast<int>(SpanElementBytes(activations)));
+      for (const Plan& plan : Plans()) {
+        const BlockShape shape{plan.gpu_batch_size, plan.num_gpu_batches, 24, 40};
+        Result<Placement> p = PlaceBlock(*model, plan, shape, activations);
+        ASSERT_TRUE(p.ok());
+        const MemoryPlan mem = *AccountMemory(spec, Workload{24, 16, 0}, plan);
+        for (Tier t : {Tier::kGpu, Tier::kCpu, Tier::kDisk}) {
+          EXPECT_LE(static_cast<int64_t>(p->layout.tier_bytes(t)), mem.total_bytes.at(t))
+              << name << " " << SpanTypeName(activations) << " " << TierName(t) << "\n"
+              << PlanToString(plan) << Compare(*p, mem);
+        }
       }
     }
   }
@@ -510,6 +559,51 @@ TEST(PlacementTest, StoreWeightsReadInPlaceRoundTrip) {
   }
   EXPECT_GT(in_store, 0);
   std::filesystem::remove_all(StoreDir("llama-gqa"));
+}
+
+// The 4-bit cache at every head size its format takes, 80 and 96 (a last group of 16 or 32)
+// included: slots of the bytes the backends' figures say (src/backend/q4_sizes.h, which the
+// executor checks them against); other head sizes are refused naming the sizes it takes.
+TEST(PlacementTest, FourBitCacheTakesTheFormatsHeadSizes) {
+  for (int d : {32, 40, 64, 80, 96, 128, 192, 256}) {
+    for (CacheKeys keys : {CacheKeys::kChannel, CacheKeys::kPlain}) {
+      Plan plan;
+      plan.compress_cache = true;
+      plan.cache_keys = keys;
+      const KvFormat f = KvFormatOf(d, plan);
+      const int key_halves =
+          keys == CacheKeys::kChannel ? KvQ4ChannelParamHalves(d) : KvQ4ParamHalves(d);
+      EXPECT_EQ(f.plane_bytes[0], KvQ4CodeBytes(d)) << d;
+      EXPECT_EQ(f.plane_bytes[1], 2 * key_halves) << d << " " << CacheKeysName(keys);
+      EXPECT_EQ(f.plane_bytes[2], KvQ4CodeBytes(d)) << d;
+      EXPECT_EQ(f.plane_bytes[3], 2 * KvQ4ParamHalves(d)) << d;
+    }
+  }
+  Plan plan;
+  plan.compress_cache = true;
+  for (int d : {80, 96, 112}) {
+    ModelConfig c;
+    c.vocab_size = 64;
+    c.num_heads = 2;
+    c.num_kv_heads = 1;
+    c.head_dim = d;
+    c.hidden_size = 2 * d;
+    c.intermediate_size = 2 * c.hidden_size;
+    c.num_layers = 1;
+    c.max_position_embeddings = 64;
+    auto model = MakeSyntheticModel(c, DType::kF32, 3);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    const Result<Placement> p = PlaceBlock(**model, plan, {1, 1, 8, 48});
+    if (d != 112) {
+      EXPECT_TRUE(p.ok()) << d << ": " << p.status().ToString();
+      continue;
+    }
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().code(), StatusCode::kUnsupported);
+    EXPECT_NE(p.status().message().find(kKvQ4HeadDims), std::string::npos)
+        << p.status().message();
+    EXPECT_NE(p.status().message().find("has 112"), std::string::npos) << p.status().message();
+  }
 }
 
 }  // namespace

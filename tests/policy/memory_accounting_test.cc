@@ -53,6 +53,15 @@ TEST(MemoryAccountingTest, FourBitSizes) {
   m.head_dim = 40;  // 80 halves of key params over 32 slots: 3 halves a slot
   EXPECT_EQ(KvHeadTokenPlaneBytes(m.head_dim, m.activation_dtype_bytes, channel),
             (std::array<int64_t, 4>{20, 6, 20, 4}));
+  // Groups of 64 and a last one of 16 or 32: two per token; by channel, 160 or 192 halves of key
+  // params over 32 slots, rounded up to an even 6 halves a slot.
+  for (int d : {80, 96}) {
+    EXPECT_TRUE(KvQ4TakesHeadDim(d));
+    EXPECT_EQ(KvHeadTokenPlaneBytes(d, 4, plain), (std::array<int64_t, 4>{d / 2, 8, d / 2, 8}));
+    EXPECT_EQ(KvHeadTokenPlaneBytes(d, 4, channel), (std::array<int64_t, 4>{d / 2, 12, d / 2, 8}));
+  }
+  for (int d : {2, 40, 64, 128, 192, 256}) EXPECT_TRUE(KvQ4TakesHeadDim(d)) << d;
+  for (int d : {0, 33, 66, 112, 160, 200}) EXPECT_FALSE(KvQ4TakesHeadDim(d)) << d;
 }
 
 // Weights are split by rows: every byte is somewhere, and each tier's share of each layer is
@@ -319,11 +328,14 @@ TEST(MemoryAccountingTest, RejectsWhatCannotBePlanned) {
   EXPECT_NE(r.status().message().find("exceeds the context of opt-6.7b (2048 positions)"),
             std::string::npos);
   ModelSpec odd = m;
-  odd.head_dim = 96;
-  odd.num_heads = odd.num_kv_heads = 4096 / 96;
+  odd.head_dim = 112;
+  odd.num_heads = odd.num_kv_heads = 4096 / 112;
   Plan q4;
   q4.compress_cache = true;
-  EXPECT_EQ(AccountMemory(odd, {16, 4, 1}, q4).status().code(), StatusCode::kUnsupported);
+  r = AccountMemory(odd, {16, 4, 1}, q4);
+  EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
+  EXPECT_NE(r.status().message().find(kKvQ4HeadDims), std::string::npos)
+      << r.status().message();
 }
 
 // Only rotated (and smoothed) keys need a power-of-two head_dim; channel keys, the default, take

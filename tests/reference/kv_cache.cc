@@ -74,10 +74,12 @@ Status KvCache::Supports(const KvCacheOptions& options, int head_dim) {
         std::to_string(options.exact_window) + "; keep at least " +
         std::to_string(kernels::kQ4ChannelGroup));
   }
-  if (options.compress && (head_dim % 2 != 0 || (head_dim > 64 && head_dim % 64 != 0))) {
+  const bool q4_head = head_dim % 2 == 0 && (head_dim <= 64 || head_dim % 64 == 0 ||
+                                             head_dim == 80 || head_dim == 96);
+  if (options.compress && !q4_head) {
     return Status::Unsupported(
-        "the 4-bit KV cache needs an even head_dim, and a multiple of 64 "
-        "above 64; this model has " +
+        "the 4-bit KV cache takes an even head_dim up to 64, 80, 96 or a multiple of 64; this "
+        "model has " +
         std::to_string(head_dim));
   }
   if (options.rotate_keys && !k::HadamardSupports(head_dim)) {

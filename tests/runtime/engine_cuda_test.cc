@@ -2,10 +2,11 @@
 // through the backend), so it runs on a GPU. Its prompt logits, and the log-probabilities of the
 // tokens the CPU engine generated (forced, so that both decode the same tokens), are the CPU
 // engine's, under placements that keep everything on the device, spread it over the three tiers
-// with CPU attention, or put it on disk: up to fp32 rounding (the CUDA backend's fp32 GEMMs) with
-// an fp32 cache on the fixtures; with the default 4-bit cache (keys by channel, exact sink and
-// window rows) on a synthetic model whose head size the CUDA kernels take, up to the decode
-// attention's fp16 operands. Labelled gpu: skipped without a CUDA device.
+// with CPU attention, or put it on disk: up to fp32 rounding (the CUDA backend with fp32
+// activations and fp32 GEMMs, CudaBackendOptions::activations and fp32_gemm, rather than its
+// default fp16/bf16 activations) with an fp32 cache on the fixtures; with the default 4-bit cache
+// (keys by channel, exact sink and window rows) on a synthetic model whose head size the CUDA
+// kernels take, up to the decode attention's fp16 operands. Labelled gpu: skipped without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -62,7 +63,7 @@ void ExpectTheCpuEnginesResults(const Model& model, const Tokenizer& tokenizer,
                                 const std::vector<GenerationRequest>& block, bool q4_cache,
                                 double logits_error, double logprob_error) {
   auto cpu = MakeCpuBackend();
-  auto gpu = MakeCudaBackend({.fp32_gemm = true});
+  auto gpu = MakeCudaBackend({.device = 0, .activations = SpanType::kF32, .fp32_gemm = true});
   ASSERT_NE(gpu, nullptr);
   const Placing placings[] = {
       {"all_gpu", {100, 0, 100, 0, 100, 0}, 3, 1, false},

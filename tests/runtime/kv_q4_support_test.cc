@@ -1,7 +1,8 @@
 // A device backend that does not run a 4-bit cache format at the model's head size
-// (Backend::SupportsKvQ4; the CUDA backend runs keys by channel at head_dim 64, 128 and 256) is
-// refused when the engine places the plan: TryGenerate returns its Unsupported status, naming
-// the head size, before a device arena is allocated; the same model without the 4-bit cache runs.
+// (Backend::SupportsKvQ4; the CUDA backend runs keys by channel at head_dim 64, 80, 96, 128 and
+// 256) is refused when the engine places the plan: TryGenerate returns its Unsupported status,
+// naming the head size, before a device arena is allocated; the same model without the 4-bit
+// cache runs.
 #include <gtest/gtest.h>
 
 #include <memory>

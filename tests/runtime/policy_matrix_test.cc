@@ -851,5 +851,46 @@ TEST(StoreWeightsTest, FourBitStoreRunsAsStored) {
   std::filesystem::remove_all(dir);
 }
 
+// The 4-bit cache at head_dim 80 and 96 (per token a group of 64 then one of 16 or 32; decode
+// attention on the CPU's scalar path): synthetic Llama-style models, with sequences past the exact
+// window so that whole key groups are quantized by channel (the default), under policies with
+// and without CPU attention, and plain per-token keys under one. The reference on the same cache
+// is what they match; its tokens differ from the fp32 cache's, so the cache really is 4-bit.
+TEST(OddHeadSizePolicyTest, FourBitCacheAtHeadDim80And96MatchesTheReference) {
+  for (int head_dim : {80, 96}) {
+    SCOPED_TRACE("head_dim " + std::to_string(head_dim));
+    ModelConfig c;
+    c.vocab_size = 256;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = head_dim;
+    c.hidden_size = c.num_heads * head_dim;
+    c.intermediate_size = 2 * c.hidden_size;
+    c.num_layers = 2;
+    c.max_position_embeddings = 128;
+    auto model = MakeSyntheticModel(c, DType::kF32, 13);
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    SilentTokenizer tokenizer(c.vocab_size);
+    std::vector<GenerationRequest> block(3);
+    for (size_t i = 0; i < block.size(); ++i) {
+      for (int t = 0; t < 20 + 7 * static_cast<int>(i); ++t) {
+        block[i].prompt.push_back(static_cast<int32_t>((29 * i + 13 * t) % c.vocab_size));
+      }
+      block[i].max_new_tokens = 40;
+      block[i].sampling.temperature = 0.0f;
+      block[i].ignore_eos = true;
+    }
+    const Compression channel{.cache = true};
+    ASSERT_EQ(channel.keys, CacheKeys::kChannel);
+    CheckPolicies(**model, tokenizer, block,
+                  {kPolicies[0], kPolicies[4], kPolicies[6], kPolicies[10]}, 0, channel);
+    CheckPolicies(**model, tokenizer, block, {kPolicies[6]}, 0,
+                  {.cache = true, .keys = CacheKeys::kPlain, .sink = 0, .window = 0});
+    EXPECT_NE(TokensOf(ReferenceResults(**model, tokenizer, block, channel)),
+              TokensOf(ReferenceResults(**model, tokenizer, block)))
+        << "the 4-bit cache changed no token";
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -2,7 +2,8 @@
 // resolves its spans to addresses and gives the kernel call to the stream (cpu_memory.h): run at
 // once, or on the stream's worker thread in the test mode. F16/BF16 weights are expanded to fp32 a
 // panel of rows at a time into a reusable scratch buffer of the running thread, so a GEMM never
-// needs a whole fp32 copy.
+// needs a whole fp32 copy; half activations are read and stored through fp32
+// (cpu_activations.h).
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "kernels/cpu/sampling.h"
 #include "kernels/cpu/threads.h"
 #include "kernels/cpu/weight_q4.h"
+#include "src/backend/cpu/cpu_activations.h"
 #include "src/backend/cpu/cpu_backend.h"
 #include "src/backend/cpu/cpu_kv_q4.h"
 #include "src/backend/q4_sizes.h"
@@ -77,11 +79,31 @@ void LookUp(const HostWeight& table, const std::vector<int32_t>& ids, bool add, 
   }
 }
 
+// The elements of a dense activation span.
+int64_t ElementsOf(const DeviceSpan& span) {
+  return static_cast<int64_t>(span.bytes() / SpanElementBytes(span.type()));
+}
+
+// A contiguous cache [batch, num_kv_heads, max_len, head_dim] as fp32: in place, or each row's
+// slots before cache_len (all the attention reads) converted into `buf`.
+const float* CacheFloats(const k::AttentionShape& s, const CpuActivations& cache,
+                         std::vector<float>& buf) {
+  if (cache.type() == SpanType::kF32) return cache.Read(buf);
+  buf.resize(static_cast<size_t>(cache.size()));
+  const int64_t row = int64_t{s.max_len} * s.head_dim;
+  const int64_t used = int64_t{s.cache_len} * s.head_dim;
+  for (int64_t r = 0; r < int64_t{s.batch} * s.num_kv_heads; ++r) {
+    cache.ReadInto(r * row, used, buf.data() + r * row);
+  }
+  return buf.data();
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const CpuBackendOptions& options) : options_(options) {}
 
   const char* name() const override { return "cpu"; }
+  SpanType ActivationType(DType) const override { return options_.activations; }
 
   Result<std::unique_ptr<DeviceArena>> AllocateDeviceArena(uint64_t bytes) override {
     return AllocateCpuDeviceArena(bytes);
@@ -107,9 +129,11 @@ class CpuBackend final : public Backend {
     const int out = static_cast<int>(w.rows);
     const int in = static_cast<int>(w.cols);
     STRATA_CHECK(bias.data == nullptr || bias.rows * bias.cols == out);
-    const float* x = CpuFloats(x_span, int64_t{m} * in);
-    float* y = CpuFloats(y_span, int64_t{m} * out);
+    const CpuActivations xa(x_span, int64_t{m} * in), ya(y_span, int64_t{m} * out);
     RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> x_floats, y_floats;
+      const float* x = xa.Read(x_floats);
+      float* y = ya.Out(y_floats);
       if (w.dtype == DType::kF32) {
         k::GemmNT(m, out, in, x, reinterpret_cast<const float*>(w.data), y, out, false);
       } else {
@@ -121,14 +145,16 @@ class CpuBackend final : public Backend {
           k::GemmNT(m, rows, in, x, panel.data(), y + r0, out, false);
         }
       }
-      if (bias.data == nullptr) return;
-      thread_local std::vector<float> bias_floats;
-      const float* b = VectorFloats(bias, bias_floats);
+      if (bias.data != nullptr) {
+        thread_local std::vector<float> bias_floats;
+        const float* b = VectorFloats(bias, bias_floats);
 #pragma omp parallel for schedule(static)
-      for (int i = 0; i < m; ++i) {
-        float* yr = y + static_cast<long>(i) * out;
-        for (int j = 0; j < out; ++j) yr[j] += b[j];
+        for (int i = 0; i < m; ++i) {
+          float* yr = y + static_cast<long>(i) * out;
+          for (int j = 0; j < out; ++j) yr[j] += b[j];
+        }
       }
+      ya.Commit(y);
     });
   }
 
@@ -147,11 +173,13 @@ class CpuBackend final : public Backend {
                  DeviceSpan y_span) override {
     const HostWeight w = Resolve(weight), b = Resolve(bias);
     STRATA_CHECK(w.rows * w.cols == dim && (b.data == nullptr || b.rows * b.cols == dim));
-    const float* x = CpuFloats(x_span, int64_t{rows} * dim);
-    float* y = CpuFloats(y_span, int64_t{rows} * dim);
+    const CpuActivations xa(x_span, int64_t{rows} * dim), ya(y_span, int64_t{rows} * dim);
     RunOnCpuStream(stream, [=] {
-      thread_local std::vector<float> w_floats, b_floats;
-      k::LayerNorm(x, VectorFloats(w, w_floats), VectorFloats(b, b_floats), eps, rows, dim, y);
+      thread_local std::vector<float> w_floats, b_floats, x_floats, y_floats;
+      float* y = ya.Out(y_floats);
+      k::LayerNorm(xa.Read(x_floats), VectorFloats(w, w_floats), VectorFloats(b, b_floats), eps,
+                   rows, dim, y);
+      ya.Commit(y);
     });
   }
 
@@ -159,51 +187,65 @@ class CpuBackend final : public Backend {
                int dim, DeviceSpan y_span) override {
     const HostWeight w = Resolve(weight);
     STRATA_CHECK(w.rows * w.cols == dim);
-    const float* x = CpuFloats(x_span, int64_t{rows} * dim);
-    float* y = CpuFloats(y_span, int64_t{rows} * dim);
+    const CpuActivations xa(x_span, int64_t{rows} * dim), ya(y_span, int64_t{rows} * dim);
     RunOnCpuStream(stream, [=] {
-      thread_local std::vector<float> w_floats;
-      k::RmsNorm(x, VectorFloats(w, w_floats), eps, rows, dim, y);
+      thread_local std::vector<float> w_floats, x_floats, y_floats;
+      float* y = ya.Out(y_floats);
+      k::RmsNorm(xa.Read(x_floats), VectorFloats(w, w_floats), eps, rows, dim, y);
+      ya.Commit(y);
     });
   }
 
   void Activate(Stream& stream, ActivationKind kind, DeviceSpan x_span) override {
-    const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
-    float* x = CpuFloats(x_span, n);
+    const CpuActivations xa(x_span, ElementsOf(x_span));
     RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> x_floats;
+      float* x = xa.Read(x_floats);
+      const size_t n = static_cast<size_t>(xa.size());
       if (kind == ActivationKind::kRelu) {
-        k::Relu(x, static_cast<size_t>(n));
+        k::Relu(x, n);
       } else {
-        k::Gelu(x, static_cast<size_t>(n));
+        k::Gelu(x, n);
       }
+      xa.Commit(x);
     });
   }
 
   void SiluMul(Stream& stream, DeviceSpan gate_span, DeviceSpan up_span) override {
-    const int64_t n = static_cast<int64_t>(gate_span.bytes() / sizeof(float));
-    float* gate = CpuFloats(gate_span, n);
-    const float* up = CpuFloats(up_span, n);
-    RunOnCpuStream(stream, [=] { k::SiluMul(gate, up, static_cast<size_t>(n)); });
+    const int64_t n = ElementsOf(gate_span);
+    const CpuActivations gate_a(gate_span, n), up_a(up_span, n);
+    RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> gate_floats, up_floats;
+      float* gate = gate_a.Read(gate_floats);
+      k::SiluMul(gate, up_a.Read(up_floats), static_cast<size_t>(n));
+      gate_a.Commit(gate);
+    });
   }
 
   void Rope(Stream& stream, DeviceSpan x_span, std::span<const int32_t> positions, int heads,
             int head_dim, std::span<const float> inv_freq) override {
     const int tokens = static_cast<int>(positions.size());
     STRATA_CHECK(static_cast<int>(inv_freq.size()) == head_dim / 2);
-    float* x = CpuFloats(x_span, int64_t{tokens} * heads * head_dim);
+    const CpuActivations xa(x_span, int64_t{tokens} * heads * head_dim);
     RunOnCpuStream(stream, [=, pos = std::vector<int32_t>(positions.begin(), positions.end()),
                             freq = std::vector<float>(inv_freq.begin(), inv_freq.end())] {
+      thread_local std::vector<float> x_floats;
+      float* x = xa.Read(x_floats);
       k::ApplyRope(x, pos.data(), tokens, heads, head_dim, freq.data());
+      xa.Commit(x);
     });
   }
 
   void Add(Stream& stream, DeviceSpan x_span, DeviceSpan y_span) override {
-    const int64_t n = static_cast<int64_t>(x_span.bytes() / sizeof(float));
-    float* x = CpuFloats(x_span, n);
-    const float* y = CpuFloats(y_span, n);
+    const int64_t n = ElementsOf(x_span);
+    const CpuActivations xa(x_span, n), ya(y_span, n);
     RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> x_floats, y_floats;
+      float* x = xa.Read(x_floats);
+      const float* y = ya.Read(y_floats);
 #pragma omp parallel for schedule(static) if (n > 65536)
       for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+      xa.Commit(x);
     });
   }
 
@@ -214,8 +256,13 @@ class CpuBackend final : public Backend {
                      static_cast<uint64_t>(WeightQ4ParamHalves(rows, cols, group)) * 2);
     const uint8_t* codes = CpuAddress(codes_span);
     const auto* params = reinterpret_cast<const uint16_t*>(CpuAddress(params_span));
-    float* out = CpuFloats(out_span, rows * cols);
-    RunOnCpuStream(stream, [=] { k::ExpandWeightQ4(codes, params, rows, cols, group, out); });
+    const CpuActivations out_a(out_span, rows * cols);
+    RunOnCpuStream(stream, [=] {
+      thread_local std::vector<float> out_floats;
+      float* out = out_a.Out(out_floats);
+      k::ExpandWeightQ4(codes, params, rows, cols, group, out);
+      out_a.Commit(out);
+    });
   }
 
   void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q_span,
@@ -228,12 +275,14 @@ class CpuBackend final : public Backend {
                             shape.head_dim;
     const int64_t cache = int64_t{shape.batch} * shape.num_kv_heads * shape.max_len *
                           shape.head_dim;
-    const float* q = CpuFloats(q_span, queries);
-    const float* kc = CpuFloats(k_span, cache);
-    const float* vc = CpuFloats(v_span, cache);
-    float* out = CpuFloats(out_span, queries);
+    const CpuActivations qa(q_span, queries), ka(k_span, cache), va(v_span, cache),
+        out_a(out_span, queries);
     RunOnCpuStream(stream, [=, first = std::vector<int>(start.begin(), start.end())] {
-      k::CausalAttention(s, q, kc, vc, first.data(), out);
+      thread_local std::vector<float> q_floats, k_floats, v_floats, out_floats;
+      float* out = out_a.Out(out_floats);
+      k::CausalAttention(s, qa.Read(q_floats), CacheFloats(s, ka, k_floats),
+                         CacheFloats(s, va, v_floats), first.data(), out);
+      out_a.Commit(out);
     });
   }
 
@@ -299,9 +348,12 @@ class CpuBackend final : public Backend {
                        std::span<const int32_t> ids, bool add, DeviceSpan out_span) {
     const HostWeight table = Resolve(table_weight);
     for (const int32_t id : ids) STRATA_CHECK(id >= 0 && id < table.rows);
-    float* out = CpuFloats(out_span, static_cast<int64_t>(ids.size()) * table.cols);
+    const CpuActivations out_a(out_span, static_cast<int64_t>(ids.size()) * table.cols);
     RunOnCpuStream(stream, [=, rows = std::vector<int32_t>(ids.begin(), ids.end())] {
+      thread_local std::vector<float> out_floats;
+      float* out = add ? out_a.Read(out_floats) : out_a.Out(out_floats);
       LookUp(table, rows, add, out);
+      out_a.Commit(out);
     });
   }
 

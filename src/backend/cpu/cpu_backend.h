@@ -13,6 +13,10 @@ struct CpuBackendOptions {
   // How its streams run their work (cpu_memory.h): inline by default; tests run them on worker
   // threads with random delays.
   CpuStreamOptions streams;
+  // Its ActivationType (kF32, kF16 or kBF16): the runtime then keeps its activations in that
+  // type, and the ops read and store them through fp32 (cpu_activations.h). Not kF32 only to
+  // stand in for a GPU's half activations in tests and CPU runs.
+  SpanType activations = SpanType::kF32;
 };
 
 std::unique_ptr<Backend> MakeCpuBackend(const CpuBackendOptions& options = {});

@@ -9,6 +9,7 @@
 #include "kernels/cpu/kv_q4_channel.h"
 #include "kernels/cpu/kv_q4_exact.h"
 #include "kernels/cpu/kv_q4_smooth.h"
+#include "src/backend/cpu/cpu_activations.h"
 #include "src/backend/cpu/cpu_memory.h"
 #include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
@@ -114,10 +115,12 @@ void CpuWriteKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, Device
   STRATA_CHECK(static_cast<int>(start.size()) == step.batch && row_begin >= 0 &&
                row_begin + static_cast<int64_t>(rows.size()) <= int64_t{step.batch} * kvh);
   const int64_t n = int64_t{step.batch} * tokens * kvh * d;
-  const float* k = CpuFloats(k_new, n);
-  const float* v = CpuFloats(v_new, n);
+  const CpuActivations k_a(k_new, n), v_a(v_new, n);
   RunOnCpuStream(stream, [=, table = Resolve(step, rows),
                           first = std::vector<int>(start.begin(), start.end())] {
+    thread_local std::vector<float> k_floats, v_floats;
+    const float* k = k_a.Read(k_floats);
+    const float* v = v_a.Read(v_floats);
     const KvQ4Format& f = step.format;
     const int first_slot = step.cache_len - tokens;
     const size_t head = static_cast<size_t>(d);
@@ -162,10 +165,13 @@ void CpuAttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
                row_begin >= 0 &&
                row_begin + static_cast<int64_t>(rows.size()) <= int64_t{step.batch} * kvh);
   const int64_t n = int64_t{step.batch} * step.num_heads * step.head_dim;
-  const float* q = CpuFloats(q_span, n);
-  float* out = CpuFloats(out_span, n);
+  const CpuActivations q_a(q_span, n), out_a(out_span, n);
   RunOnCpuStream(stream, [=, table = Resolve(step, rows),
                           first = std::vector<int>(start.begin(), start.end())] {
+    // The heads these rows do not serve keep their values: `out` is read, not only written.
+    thread_local std::vector<float> q_floats, out_floats;
+    const float* q = q_a.Read(q_floats);
+    float* out = out_a.Read(out_floats);
     const int group = step.num_heads / kvh;
     const int d = step.head_dim;
     const size_t seq_floats = static_cast<size_t>(step.num_heads) * d;
@@ -206,6 +212,7 @@ void CpuAttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
                             &exact);
       ++i;
     }
+    out_a.Commit(out);
   });
 }
 
@@ -214,10 +221,12 @@ void CpuFitKeySmoothing(Stream& stream, const KvQ4Step& step, DeviceSpan k_new,
   const int kvh = step.num_kv_heads;
   const int d = step.head_dim;
   STRATA_CHECK(static_cast<int>(start.size()) == step.batch);
-  const float* k = CpuFloats(k_new, int64_t{step.batch} * step.tokens * kvh * d);
+  const CpuActivations k_a(k_new, int64_t{step.batch} * step.tokens * kvh * d);
   float* mean = CpuFloats(mean_span, int64_t{step.batch} * kvh * d);
   float* scale = CpuFloats(scale_span, int64_t{step.batch} * kvh * d);
   RunOnCpuStream(stream, [=, first = std::vector<int>(start.begin(), start.end())] {
+    thread_local std::vector<float> k_floats;
+    const float* k = k_a.Read(k_floats);
     const int tokens = step.tokens;
     const long stride = static_cast<long>(kvh) * d;
     for (int b = 0; b < step.batch; ++b) {
@@ -237,10 +246,12 @@ void CpuSmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, Devic
                    DeviceSpan scale_span) {
   const int kvh = step.num_kv_heads;
   const int d = step.head_dim;
-  float* k = CpuFloats(k_new, int64_t{step.batch} * step.tokens * kvh * d);
+  const CpuActivations k_a(k_new, int64_t{step.batch} * step.tokens * kvh * d);
   const float* mean = CpuFloats(mean_span, int64_t{step.batch} * kvh * d);
   const float* scale = CpuFloats(scale_span, int64_t{step.batch} * kvh * d);
   RunOnCpuStream(stream, [=] {
+    thread_local std::vector<float> k_floats;
+    float* k = k_a.Read(k_floats);
     const long stride = static_cast<long>(kvh) * d;
     for (long row = 0; row < static_cast<long>(step.batch) * step.tokens; ++row) {
       const long at = row / step.tokens * stride;
@@ -249,6 +260,7 @@ void CpuSmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, Devic
         kc::SmoothKey(key, mean + at + h * d, scale + at + h * d, d, key);
       }
     }
+    k_a.Commit(k);
   });
 }
 
@@ -256,9 +268,11 @@ void CpuScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
                      DeviceSpan scale_span) {
   const int kvh = step.num_kv_heads;
   const int d = step.head_dim;
-  float* q = CpuFloats(q_span, int64_t{step.batch} * step.num_heads * d);
+  const CpuActivations q_a(q_span, int64_t{step.batch} * step.num_heads * d);
   const float* scale = CpuFloats(scale_span, int64_t{step.batch} * kvh * d);
   RunOnCpuStream(stream, [=] {
+    thread_local std::vector<float> q_floats;
+    float* q = q_a.Read(q_floats);
     const int group = step.num_heads / kvh;
     for (long b = 0; b < step.batch; ++b) {
       for (int h = 0; h < step.num_heads; ++h) {
@@ -266,6 +280,7 @@ void CpuScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
         kc::ScaleQuery(query, scale + (b * kvh + h / group) * d, d, query);
       }
     }
+    q_a.Commit(q);
   });
 }
 

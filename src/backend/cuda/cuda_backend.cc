@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <span>
 #include <utility>
 #include <vector>
@@ -26,16 +27,49 @@ namespace {
 
 using kernels::cuda::ElemType;
 
-// The fp32 elements of an activation span of `n` elements.
+// The fp32 elements of a span that is always fp32 (logits, the 4-bit cache's exact rows and key
+// smoothing) of `n` elements.
 float* Floats(const DeviceSpan& span, int64_t n) {
-  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "an activation span is not fp32");
+  STRATA_CHECK_MSG(span.type() == SpanType::kF32, "a span that must be fp32 is not");
   STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * sizeof(float));
   return static_cast<float*>(CudaAddress(span));
 }
 
-// The elements an activation span holds (Floats then checks that no bytes are left over).
-int64_t FloatCount(const DeviceSpan& span) {
-  return static_cast<int64_t>(span.bytes() / sizeof(float));
+// The kernels' element type of a dense span type. REQUIRES (checked): kF32, kF16 or kBF16.
+ElemType ElemTypeOf(SpanType type) {
+  STRATA_CHECK_MSG(type == SpanType::kF32 || type == SpanType::kF16 || type == SpanType::kBF16,
+                   "a span is not F32, F16 or BF16");
+  return type == SpanType::kF32   ? ElemType::kF32
+         : type == SpanType::kF16 ? ElemType::kF16
+                                  : ElemType::kBF16;
+}
+
+// Activations as the kernels see them: device data of one element type.
+struct Activations {
+  void* data = nullptr;
+  ElemType type = ElemType::kF32;
+};
+
+// The `n` elements of an activation span. REQUIRES (checked): kF32, kF16 or kBF16, exactly n
+// elements.
+Activations ActivationsOf(const DeviceSpan& span, int64_t n) {
+  const ElemType type = ElemTypeOf(span.type());
+  STRATA_CHECK(span.bytes() == static_cast<uint64_t>(n) * SpanElementBytes(span.type()));
+  return {CudaAddress(span), type};
+}
+
+// The elements an activation span holds (ActivationsOf then checks that no bytes are left over).
+int64_t ElementCount(const DeviceSpan& span) {
+  return static_cast<int64_t>(span.bytes() / SpanElementBytes(span.type()));
+}
+
+// Checks that the activation spans of an op are of one type (Backend: "all of one type within an
+// op").
+void CheckOneType(std::initializer_list<DeviceSpan> spans) {
+  for (const DeviceSpan& span : spans) {
+    STRATA_CHECK_MSG(span.type() == spans.begin()->type(),
+                     "an op's activations are not all of one type");
+  }
 }
 
 // A weight as the kernels see it: device data of one element type.
@@ -47,15 +81,11 @@ struct DeviceTensor {
 // The elements of a present weight. REQUIRES (checked): an F32, F16 or BF16 span of exactly
 // rows x cols elements.
 DeviceTensor Elements(const DeviceWeight& w) {
-  const SpanType type = w.data.type();
-  STRATA_CHECK_MSG(type == SpanType::kF32 || type == SpanType::kF16 || type == SpanType::kBF16,
-                   "a weight is not F32, F16 or BF16");
-  const uint64_t element_bytes = type == SpanType::kF32 ? 4 : 2;
+  const ElemType type = ElemTypeOf(w.data.type());
   STRATA_CHECK(w.rows >= 0 && w.cols >= 0 &&
-               w.data.bytes() == static_cast<uint64_t>(w.numel()) * element_bytes);
-  return {CudaAddress(w.data), type == SpanType::kF32   ? ElemType::kF32
-                               : type == SpanType::kF16 ? ElemType::kF16
-                                                        : ElemType::kBF16};
+               w.data.bytes() ==
+                   static_cast<uint64_t>(w.numel()) * SpanElementBytes(w.data.type()));
+  return {CudaAddress(w.data), type};
 }
 
 using kernels::cuda::Q4ChannelRow;
@@ -64,7 +94,7 @@ bool AlignedTo(const void* p, uint64_t bytes) {
   return reinterpret_cast<uintptr_t>(p) % bytes == 0;
 }
 
-// Floats of a step's k_new or v_new: [batch * tokens, num_kv_heads * head_dim].
+// Elements of a step's k_new or v_new: [batch * tokens, num_kv_heads * head_dim].
 int64_t StepKvFloats(const KvQ4Step& step) {
   return int64_t{step.batch} * step.tokens * step.num_kv_heads * step.head_dim;
 }
@@ -87,7 +117,7 @@ Status KvQ4Support(const KvQ4Format& f, int d) {
     }
     if (!cuda_ops::Q4ChannelHeadDimSupported(d)) {
       return Status::Unsupported("the CUDA backend runs the 4-bit cache with keys by channel at "
-                                 "head_dim 64, 128 or 256, and this model's is " + head +
+                                 "head_dim 64, 80, 96, 128 or 256, and this model's is " + head +
                                  "; run without --compress-cache, or with --device cpu");
     }
     return Status::Ok();
@@ -206,6 +236,13 @@ class CudaBackend final : public Backend {
 
   const char* name() const override { return "cuda"; }
 
+  // fp16, or bf16 for a model trained in it (fp16's range would overflow its activations); what
+  // CudaBackendOptions::activations says when it says.
+  SpanType ActivationType(DType weights) const override {
+    if (options_.activations) return *options_.activations;
+    return weights == DType::kBF16 ? SpanType::kBF16 : SpanType::kF16;
+  }
+
   Result<std::unique_ptr<DeviceArena>> AllocateDeviceArena(uint64_t bytes) override {
     return AllocateCudaDeviceArena(bytes);
   }
@@ -241,29 +278,44 @@ class CudaBackend final : public Backend {
     const cudaStream_t s = CudaStreamOf(stream);
     const int out = static_cast<int>(w.rows);
     const int in = static_cast<int>(w.cols);
-    const float* x = Floats(x_span, int64_t{m} * in);
-    float* y = Floats(y_span, int64_t{m} * out);
+    const Activations x = ActivationsOf(x_span, int64_t{m} * in);
+    const Activations y = ActivationsOf(y_span, int64_t{m} * out);
+    STRATA_CHECK_MSG(y.type == x.type || y.type == ElemType::kF32,
+                     "Linear's y is neither of x's type nor fp32");
     DeviceTensor wd = Elements(w);
-    const GemmChoice gemm = ChooseGemm(w.data.type(), options_.fp32_gemm, m, in, out);
-    const void* a = x;
+    const GemmChoice gemm =
+        ChooseGemm(x_span.type(), w.data.type(), options_.fp32_gemm, m, in, out);
+    const void* a = x.data;
     switch (gemm.path) {
       case GemmPath::kFp32:
+      case GemmPath::kHalf:
         break;
       case GemmPath::kWidenedFp32:
         wd = {Widen(wd, w.numel(), Buffer(CudaScratchBuffer::kWidenedMatrix), s), ElemType::kF32};
         break;
       case GemmPath::kHalfTensorCore: {
-        uint16_t* rounded = Buffer(CudaScratchBuffer::kRoundedX).As<uint16_t>(gemm.rounded_x_bytes);
-        STRATA_CUDA_CHECK(cuda_ops::FloatToHalf(x, int64_t{m} * in, wd.type, rounded, s));
+        void* rounded = Buffer(CudaScratchBuffer::kRoundedX).Get(gemm.rounded_x_bytes);
+        STRATA_CUDA_CHECK(
+            cuda_ops::Convert(x.data, ElemType::kF32, int64_t{m} * in, wd.type, rounded, s));
         a = rounded;
+        break;
+      }
+      case GemmPath::kRoundedWeight: {
+        void* rounded = Buffer(CudaScratchBuffer::kRoundedWeight).Get(gemm.rounded_weight_bytes);
+        STRATA_CUDA_CHECK(cuda_ops::Convert(wd.data, wd.type, w.numel(), x.type, rounded, s));
+        wd = {rounded, x.type};
         break;
       }
     }
     blas_.SetStream(s, Buffer(CudaScratchBuffer::kCublasWorkspace).Get(kCublasWorkspaceBytes),
                     kCublasWorkspaceBytes);
-    GemmNT(blas_, m, out, in, wd.type, a, wd.data, y, out, false);
+    if (y.type == ElemType::kF32) {
+      GemmNT(blas_, m, out, in, wd.type, a, wd.data, static_cast<float*>(y.data), out, false);
+    } else {
+      GemmNTHalfOut(blas_, m, out, in, wd.type, a, wd.data, y.data, out);
+    }
     if (bias.present()) {
-      STRATA_CUDA_CHECK(cuda_ops::AddBias(y, Vector(bias, out, 0, s), m, out, s));
+      STRATA_CUDA_CHECK(cuda_ops::AddBias(y.type, y.data, Vector(bias, out, 0, s), m, out, s));
     }
   }
 
@@ -281,33 +333,40 @@ class CudaBackend final : public Backend {
                  float eps, int rows, int dim, DeviceSpan y) override {
     const cudaStream_t s = CudaStreamOf(stream);
     const int64_t n = int64_t{rows} * dim;
+    CheckOneType({x, y});
+    const Activations xa = ActivationsOf(x, n);
     const float* bias = b.present() ? Vector(b, dim, 1, s) : nullptr;
-    STRATA_CUDA_CHECK(cuda_ops::LayerNorm(Floats(x, n), Vector(w, dim, 0, s), bias, eps, rows,
-                                          dim, Floats(y, n), s));
+    STRATA_CUDA_CHECK(cuda_ops::LayerNorm(xa.type, xa.data, Vector(w, dim, 0, s), bias, eps, rows,
+                                          dim, ActivationsOf(y, n).data, s));
   }
 
   void RmsNorm(Stream& stream, DeviceSpan x, const DeviceWeight& w, float eps, int rows, int dim,
                DeviceSpan y) override {
     const cudaStream_t s = CudaStreamOf(stream);
     const int64_t n = int64_t{rows} * dim;
-    STRATA_CUDA_CHECK(
-        cuda_ops::RmsNorm(Floats(x, n), Vector(w, dim, 0, s), eps, rows, dim, Floats(y, n), s));
+    CheckOneType({x, y});
+    const Activations xa = ActivationsOf(x, n);
+    STRATA_CUDA_CHECK(cuda_ops::RmsNorm(xa.type, xa.data, Vector(w, dim, 0, s), eps, rows, dim,
+                                        ActivationsOf(y, n).data, s));
   }
 
   void Activate(Stream& stream, ActivationKind kind, DeviceSpan x) override {
     const cudaStream_t s = CudaStreamOf(stream);
-    const int64_t n = FloatCount(x);
+    const int64_t n = ElementCount(x);
+    const Activations xa = ActivationsOf(x, n);
     if (kind == ActivationKind::kRelu) {
-      STRATA_CUDA_CHECK(cuda_ops::Relu(Floats(x, n), n, s));
+      STRATA_CUDA_CHECK(cuda_ops::Relu(xa.type, xa.data, n, s));
     } else {
-      STRATA_CUDA_CHECK(cuda_ops::Gelu(Floats(x, n), n, s));
+      STRATA_CUDA_CHECK(cuda_ops::Gelu(xa.type, xa.data, n, s));
     }
   }
 
   void SiluMul(Stream& stream, DeviceSpan gate, DeviceSpan up) override {
-    const int64_t n = FloatCount(gate);
+    const int64_t n = ElementCount(gate);
+    CheckOneType({gate, up});
+    const Activations g = ActivationsOf(gate, n);
     STRATA_CUDA_CHECK(
-        cuda_ops::SiluMul(Floats(gate, n), Floats(up, n), n, CudaStreamOf(stream)));
+        cuda_ops::SiluMul(g.type, g.data, ActivationsOf(up, n).data, n, CudaStreamOf(stream)));
   }
 
   void Rope(Stream& stream, DeviceSpan x, std::span<const int32_t> positions, int heads,
@@ -315,14 +374,17 @@ class CudaBackend final : public Backend {
     const cudaStream_t s = CudaStreamOf(stream);
     const int tokens = static_cast<int>(positions.size());
     STRATA_CHECK(inv_freq.size() == static_cast<size_t>(head_dim / 2));
-    float* xd = Floats(x, int64_t{tokens} * heads * head_dim);
-    STRATA_CUDA_CHECK(cuda_ops::ApplyRope(xd, Stage(positions, 0, s), tokens, heads, head_dim,
-                                          Stage(inv_freq, 1, s), s));
+    const Activations xa = ActivationsOf(x, int64_t{tokens} * heads * head_dim);
+    STRATA_CUDA_CHECK(cuda_ops::ApplyRope(xa.type, xa.data, Stage(positions, 0, s), tokens, heads,
+                                          head_dim, Stage(inv_freq, 1, s), s));
   }
 
   void Add(Stream& stream, DeviceSpan x, DeviceSpan y) override {
-    const int64_t n = FloatCount(x);
-    STRATA_CUDA_CHECK(cuda_ops::Add(Floats(x, n), Floats(y, n), n, CudaStreamOf(stream)));
+    const int64_t n = ElementCount(x);
+    CheckOneType({x, y});
+    const Activations xa = ActivationsOf(x, n);
+    STRATA_CUDA_CHECK(
+        cuda_ops::Add(xa.type, xa.data, ActivationsOf(y, n).data, n, CudaStreamOf(stream)));
   }
 
   void ExpandWeightQ4(Stream& stream, DeviceSpan codes, DeviceSpan params, int64_t rows,
@@ -330,10 +392,11 @@ class CudaBackend final : public Backend {
     STRATA_CHECK(codes.bytes() == static_cast<uint64_t>(WeightQ4CodeBytes(rows, cols)) &&
                  params.bytes() ==
                      static_cast<uint64_t>(WeightQ4ParamHalves(rows, cols, group)) * 2);
-    STRATA_CUDA_CHECK(cuda_ops::ExpandWeightQ4(
-        static_cast<const uint8_t*>(CudaAddress(codes)),
-        static_cast<const __half*>(CudaAddress(params)), rows, static_cast<int>(cols), group,
-        ElemType::kF32, Floats(out, rows * cols), CudaStreamOf(stream)));
+    const Activations o = ActivationsOf(out, rows * cols);
+    STRATA_CUDA_CHECK(cuda_ops::ExpandWeightQ4(static_cast<const uint8_t*>(CudaAddress(codes)),
+                                               static_cast<const __half*>(CudaAddress(params)),
+                                               rows, static_cast<int>(cols), group, o.type, o.data,
+                                               CudaStreamOf(stream)));
   }
 
   void Attention(Stream& stream, const AttentionShape& shape, DeviceSpan q, DeviceSpan k,
@@ -353,9 +416,27 @@ class CudaBackend final : public Backend {
     s.max_len = shape.max_len;
     s.cache_len = shape.cache_len;
     s.scale = shape.scale;
-    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(s, Floats(q, queries), Floats(k, cache),
-                                                Floats(v, cache), Stage(start, 0, cs),
-                                                Floats(out, queries), cs));
+    CheckOneType({q, k, v, out});
+    const Activations qa = ActivationsOf(q, queries), ka = ActivationsOf(k, cache);
+    const Activations va = ActivationsOf(v, cache), oa = ActivationsOf(out, queries);
+    const int* start_d = Stage(start, 0, cs);
+    switch (qa.type) {
+      case ElemType::kF32:
+        STRATA_CUDA_CHECK(cuda_ops::CausalAttention(
+            s, static_cast<const float*>(qa.data), static_cast<const float*>(ka.data),
+            static_cast<const float*>(va.data), start_d, static_cast<float*>(oa.data), cs));
+        break;
+      case ElemType::kF16:
+        AttendF16(s, q, static_cast<const __half*>(ka.data), static_cast<const __half*>(va.data),
+                  start_d, out, cs);
+        break;
+      case ElemType::kBF16:
+        STRATA_CUDA_CHECK(cuda_ops::CausalAttention(
+            s, static_cast<const __nv_bfloat16*>(qa.data),
+            static_cast<const __nv_bfloat16*>(ka.data), static_cast<const __nv_bfloat16*>(va.data),
+            start_d, static_cast<__nv_bfloat16*>(oa.data), cs));
+        break;
+    }
   }
 
   void WriteKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan v_new,
@@ -363,59 +444,11 @@ class CudaBackend final : public Backend {
                  int row_begin) override {
     const cudaStream_t s = CudaStreamOf(stream);
     CheckKvQ4Step(step, start, rows.size(), row_begin);
-    const KvQ4Format& f = step.format;
-    const int d = step.head_dim;
-    const int kvh = step.num_kv_heads;
-    const int tokens = step.tokens;
-    const int first_slot = step.cache_len - tokens;
-    const float* k = Floats(k_new, StepKvFloats(step));
-    const float* v = Floats(v_new, StepKvFloats(step));
-    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
-    // A row's keys and values when it is written alone.
-    const size_t head_floats = static_cast<size_t>(tokens) * d;
-    float* k_head = Buffer(CudaScratchBuffer::kKvHeadRows).As<float>(KvHeadRowsBytes(tokens, d));
-    float* v_head = k_head + head_floats;
-    if (!f.keys_by_channel) {
-      // Per-token keys: one contiguous cache of one row at a time.
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const int r = row_begin + static_cast<int>(i);
-        GatherHead(step, k, r / kvh, r % kvh, k_head, s);
-        GatherHead(step, v, r / kvh, r % kvh, v_head, s);
-        const Q4ChannelRow& row = table[i];
-        const kernels::cuda::Q4CacheShape shape{1, 1, row.stride, d};
-        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, k_head, tokens, first_slot,
-                                                 f.rotate_keys, row.k_codes,
-                                                 reinterpret_cast<__half*>(row.k_params), s));
-        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, v_head, tokens, first_slot, false,
-                                                 row.v_codes,
-                                                 reinterpret_cast<__half*>(row.v_params), s));
-      }
-      return;
-    }
-    const int* start_d = Stage(start, 0, s);
-    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
-    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
-      const float* k_run = k + int64_t{run.b} * tokens * kvh * d;
-      const float* v_run = v + int64_t{run.b} * tokens * kvh * d;
-      int heads = kvh;
-      if (run.head >= 0) {
-        GatherHead(step, k, run.b, run.head, k_head, s);
-        GatherHead(step, v, run.b, run.head, v_head, s);
-        k_run = k_head;
-        v_run = v_head;
-        heads = 1;
-      }
-      Q4ChannelRow* t = table_d + run.index;
-      const int* st = start_d + run.b;
-      // Key groups first: they read the exact rows as they were before this write.
-      STRATA_CUDA_CHECK(cuda_ops::WriteKeyGroupsQ4Channel(run.batch, heads, d, f.sink, f.window, st,
-                                                          first_slot, tokens, k_run, t, s));
-      STRATA_CUDA_CHECK(cuda_ops::WriteExactRowsQ4Channel(run.batch, heads, d, f.sink, f.window,
-                                                          k_run, v_run, tokens, first_slot, st,
-                                                          /*rotate_keys=*/false, t, s));
-      STRATA_CUDA_CHECK(
-          cuda_ops::WriteValueRowsQ4Channel(run.batch, heads, d, v_run, tokens, first_slot, t, s));
-    }
+    CheckOneType({k_new, v_new});
+    const int64_t n = StepKvFloats(step);
+    const float* k = WideFloats(k_new, n, CudaScratchBuffer::kWideActivations0, true, s);
+    const float* v = WideFloats(v_new, n, CudaScratchBuffer::kWideActivations1, true, s);
+    WriteKvQ4Floats(step, k, v, start, rows, row_begin, s);
   }
 
   void AttendKvQ4(Stream& stream, const KvQ4Step& step, DeviceSpan q_span,
@@ -424,62 +457,13 @@ class CudaBackend final : public Backend {
     const cudaStream_t s = CudaStreamOf(stream);
     CheckKvQ4Step(step, start, rows.size(), row_begin);
     STRATA_CHECK(step.tokens == 1);
-    const KvQ4Format& f = step.format;
-    const int d = step.head_dim;
-    const int kvh = step.num_kv_heads;
-    const int group = step.num_heads / kvh;
-    const int64_t queries = int64_t{step.batch} * step.num_heads * d;
-    const float* q = Floats(q_span, queries);
-    float* out = Floats(out_span, queries);
-    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
-    const int* start_d = Stage(start, 0, s);
-    // Planned for this step's length (cache_len <= every row's stride, checked): each (sequence,
-    // KV head) reads its own row, so the rows' strides play no part.
-    if (!f.keys_by_channel) {
-      kernels::cuda::DecodeAttentionShape shape;
-      shape.batch = 1;
-      shape.num_heads = group;
-      shape.num_kv_heads = 1;
-      shape.head_dim = d;
-      shape.max_len = step.cache_len;
-      shape.cache_len = step.cache_len;
-      shape.scale = step.scale;
-      shape.keys_rotated = f.rotate_keys;
-      kernels::cuda::DecodeAttentionPlan plan;
-      STRATA_CUDA_CHECK(
-          cuda_ops::PlanDecodeAttention(shape, kernels::cuda::DecodeCacheKind::kQ4, &plan));
-      void* workspace = Workspace(plan.workspace_bytes);
-      for (size_t i = 0; i < rows.size(); ++i) {
-        const int r = row_begin + static_cast<int>(i);
-        const int64_t at = (int64_t{r / kvh} * step.num_heads + (r % kvh) * group) * d;
-        const Q4ChannelRow& row = table[i];
-        STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionQ4(
-            shape, q + at, row.k_codes, reinterpret_cast<const __half*>(row.k_params), row.v_codes,
-            reinterpret_cast<const __half*>(row.v_params), start_d + r / kvh, plan, workspace,
-            out + at, s));
-      }
-      return;
-    }
-    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
-    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
-      const int heads = run.head >= 0 ? 1 : kvh;
-      kernels::cuda::Q4ChannelDecodeShape shape;
-      shape.batch = run.batch;
-      shape.num_heads = heads * group;
-      shape.num_kv_heads = heads;
-      shape.head_dim = d;
-      shape.max_len = step.cache_len;
-      shape.cache_len = step.cache_len;
-      shape.sink = f.sink;
-      shape.window = f.window;
-      shape.scale = step.scale;
-      kernels::cuda::Q4ChannelDecodePlan plan;
-      STRATA_CUDA_CHECK(cuda_ops::PlanDecodeAttentionQ4Channel(shape, &plan));
-      const int64_t at = (int64_t{run.b} * step.num_heads + std::max(run.head, 0) * group) * d;
-      STRATA_CUDA_CHECK(
-          cuda_ops::DecodeAttentionQ4Channel(shape, q + at, table_d + run.index, start_d + run.b,
-                                             plan, Workspace(plan.workspace_bytes), out + at, s));
-    }
+    CheckOneType({q_span, out_span});
+    // The heads the rows do not serve go to fp32 and back unchanged (a half widens exactly).
+    const int64_t queries = int64_t{step.batch} * step.num_heads * step.head_dim;
+    const float* q = WideFloats(q_span, queries, CudaScratchBuffer::kWideActivations0, true, s);
+    float* out = WideFloats(out_span, queries, CudaScratchBuffer::kWideActivations1, true, s);
+    AttendKvQ4Floats(step, q, start, rows, row_begin, out, s);
+    StoreWideFloats(out, out_span, queries, s);
   }
 
   void FitKeySmoothing(Stream& stream, const KvQ4Step& step, DeviceSpan k_new,
@@ -488,26 +472,33 @@ class CudaBackend final : public Backend {
     STRATA_CHECK(static_cast<int>(start.size()) == step.batch && step.tokens >= 0 &&
                  step.cache_len >= step.tokens);
     const int64_t n = SmoothingFloats(step);
+    const float* k =
+        WideFloats(k_new, StepKvFloats(step), CudaScratchBuffer::kWideActivations0, true, s);
     STRATA_CUDA_CHECK(cuda_ops::FitKeySmoothing(
         step.batch, step.num_kv_heads, step.head_dim, step.tokens, step.cache_len - step.tokens,
-        Stage(start, 0, s), Floats(k_new, StepKvFloats(step)), Floats(mean, n), Floats(scale, n),
-        s));
+        Stage(start, 0, s), k, Floats(mean, n), Floats(scale, n), s));
   }
 
   void SmoothKeys(Stream& stream, const KvQ4Step& step, DeviceSpan k_new, DeviceSpan mean,
                   DeviceSpan scale) override {
+    const cudaStream_t s = CudaStreamOf(stream);
     const int64_t n = SmoothingFloats(step);
-    STRATA_CUDA_CHECK(cuda_ops::SmoothKeys(
-        step.batch, step.tokens, step.num_kv_heads, step.head_dim, Floats(mean, n),
-        Floats(scale, n), Floats(k_new, StepKvFloats(step)), CudaStreamOf(stream)));
+    const int64_t keys = StepKvFloats(step);
+    float* k = WideFloats(k_new, keys, CudaScratchBuffer::kWideActivations0, true, s);
+    STRATA_CUDA_CHECK(cuda_ops::SmoothKeys(step.batch, step.tokens, step.num_kv_heads,
+                                           step.head_dim, Floats(mean, n), Floats(scale, n), k, s));
+    StoreWideFloats(k, k_new, keys, s);
   }
 
   void ScaleQueries(Stream& stream, const KvQ4Step& step, DeviceSpan q, DeviceSpan scale) override {
     STRATA_CHECK(step.num_kv_heads > 0 && step.num_heads % step.num_kv_heads == 0);
-    STRATA_CUDA_CHECK(cuda_ops::ScaleQueries(
-        step.batch, step.num_heads, step.num_kv_heads, step.head_dim,
-        Floats(scale, SmoothingFloats(step)),
-        Floats(q, int64_t{step.batch} * step.num_heads * step.head_dim), CudaStreamOf(stream)));
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int64_t queries = int64_t{step.batch} * step.num_heads * step.head_dim;
+    float* qd = WideFloats(q, queries, CudaScratchBuffer::kWideActivations0, true, s);
+    STRATA_CUDA_CHECK(cuda_ops::ScaleQueries(step.batch, step.num_heads, step.num_kv_heads,
+                                             step.head_dim, Floats(scale, SmoothingFloats(step)),
+                                             qd, s));
+    StoreWideFloats(qd, q, queries, s);
   }
 
   void SampleTokens(Stream& stream, DeviceSpan logits_span, int vocab, int limit,
@@ -563,6 +554,121 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // WriteKvQ4 on fp32 k, v [batch * tokens, num_kv_heads * head_dim], its step checked.
+  void WriteKvQ4Floats(const KvQ4Step& step, const float* k, const float* v,
+                       std::span<const int> start, std::span<const KvQ4Row> rows, int row_begin,
+                       cudaStream_t s) {
+    const KvQ4Format& f = step.format;
+    const int d = step.head_dim;
+    const int kvh = step.num_kv_heads;
+    const int tokens = step.tokens;
+    const int first_slot = step.cache_len - tokens;
+    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
+    // A row's keys and values when it is written alone.
+    const size_t head_floats = static_cast<size_t>(tokens) * d;
+    float* k_head = Buffer(CudaScratchBuffer::kKvHeadRows).As<float>(KvHeadRowsBytes(tokens, d));
+    float* v_head = k_head + head_floats;
+    if (!f.keys_by_channel) {
+      // Per-token keys: one contiguous cache of one row at a time.
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int r = row_begin + static_cast<int>(i);
+        GatherHead(step, k, r / kvh, r % kvh, k_head, s);
+        GatherHead(step, v, r / kvh, r % kvh, v_head, s);
+        const Q4ChannelRow& row = table[i];
+        const kernels::cuda::Q4CacheShape shape{1, 1, row.stride, d};
+        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, k_head, tokens, first_slot,
+                                                 f.rotate_keys, row.k_codes,
+                                                 reinterpret_cast<__half*>(row.k_params), s));
+        STRATA_CUDA_CHECK(cuda_ops::WriteQ4Cache(shape, v_head, tokens, first_slot, false,
+                                                 row.v_codes,
+                                                 reinterpret_cast<__half*>(row.v_params), s));
+      }
+      return;
+    }
+    const int* start_d = Stage(start, 0, s);
+    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
+    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
+      const float* k_run = k + int64_t{run.b} * tokens * kvh * d;
+      const float* v_run = v + int64_t{run.b} * tokens * kvh * d;
+      int heads = kvh;
+      if (run.head >= 0) {
+        GatherHead(step, k, run.b, run.head, k_head, s);
+        GatherHead(step, v, run.b, run.head, v_head, s);
+        k_run = k_head;
+        v_run = v_head;
+        heads = 1;
+      }
+      Q4ChannelRow* t = table_d + run.index;
+      const int* st = start_d + run.b;
+      // Key groups first: they read the exact rows as they were before this write.
+      STRATA_CUDA_CHECK(cuda_ops::WriteKeyGroupsQ4Channel(run.batch, heads, d, f.sink, f.window, st,
+                                                          first_slot, tokens, k_run, t, s));
+      STRATA_CUDA_CHECK(cuda_ops::WriteExactRowsQ4Channel(run.batch, heads, d, f.sink, f.window,
+                                                          k_run, v_run, tokens, first_slot, st,
+                                                          /*rotate_keys=*/false, t, s));
+      STRATA_CUDA_CHECK(
+          cuda_ops::WriteValueRowsQ4Channel(run.batch, heads, d, v_run, tokens, first_slot, t, s));
+    }
+  }
+
+  // AttendKvQ4 of fp32 q into fp32 out [batch, num_heads, head_dim], its step checked.
+  void AttendKvQ4Floats(const KvQ4Step& step, const float* q, std::span<const int> start,
+                        std::span<const KvQ4Row> rows, int row_begin, float* out, cudaStream_t s) {
+    const KvQ4Format& f = step.format;
+    const int d = step.head_dim;
+    const int kvh = step.num_kv_heads;
+    const int group = step.num_heads / kvh;
+    const std::vector<Q4ChannelRow> table = RowTable(step, rows);
+    const int* start_d = Stage(start, 0, s);
+    // Planned for this step's length (cache_len <= every row's stride, checked): each (sequence,
+    // KV head) reads its own row, so the rows' strides play no part.
+    if (!f.keys_by_channel) {
+      kernels::cuda::DecodeAttentionShape shape;
+      shape.batch = 1;
+      shape.num_heads = group;
+      shape.num_kv_heads = 1;
+      shape.head_dim = d;
+      shape.max_len = step.cache_len;
+      shape.cache_len = step.cache_len;
+      shape.scale = step.scale;
+      shape.keys_rotated = f.rotate_keys;
+      kernels::cuda::DecodeAttentionPlan plan;
+      STRATA_CUDA_CHECK(
+          cuda_ops::PlanDecodeAttention(shape, kernels::cuda::DecodeCacheKind::kQ4, &plan));
+      void* workspace = Workspace(plan.workspace_bytes);
+      for (size_t i = 0; i < rows.size(); ++i) {
+        const int r = row_begin + static_cast<int>(i);
+        const int64_t at = (int64_t{r / kvh} * step.num_heads + (r % kvh) * group) * d;
+        const Q4ChannelRow& row = table[i];
+        STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionQ4(
+            shape, q + at, row.k_codes, reinterpret_cast<const __half*>(row.k_params), row.v_codes,
+            reinterpret_cast<const __half*>(row.v_params), start_d + r / kvh, plan, workspace,
+            out + at, s));
+      }
+      return;
+    }
+    Q4ChannelRow* table_d = Stage(std::span<const Q4ChannelRow>(table), 1, s);
+    for (const RowRun& run : RowRuns(kvh, row_begin, static_cast<int>(rows.size()))) {
+      const int heads = run.head >= 0 ? 1 : kvh;
+      kernels::cuda::Q4ChannelDecodeShape shape;
+      shape.batch = run.batch;
+      shape.num_heads = heads * group;
+      shape.num_kv_heads = heads;
+      shape.head_dim = d;
+      shape.max_len = step.cache_len;
+      shape.cache_len = step.cache_len;
+      shape.sink = f.sink;
+      shape.window = f.window;
+      shape.scale = step.scale;
+      kernels::cuda::Q4ChannelDecodePlan plan;
+      STRATA_CUDA_CHECK(cuda_ops::PlanDecodeAttentionQ4Channel(shape, &plan));
+      const int64_t at = (int64_t{run.b} * step.num_heads + std::max(run.head, 0) * group) * d;
+      STRATA_CUDA_CHECK(
+          cuda_ops::DecodeAttentionQ4Channel(shape, q + at, table_d + run.index, start_d + run.b,
+                                             plan, Workspace(plan.workspace_bytes), out + at, s));
+    }
+  }
+
   // Floats of a step's smoothing mean or scale: [batch, num_kv_heads, head_dim].
   static int64_t SmoothingFloats(const KvQ4Step& step) {
     return int64_t{step.batch} * step.num_kv_heads * step.head_dim;
@@ -576,7 +682,72 @@ class CudaBackend final : public Backend {
   }
 
   // Decode attention's workspace of `bytes` (null for none).
-  void* Workspace(size_t bytes) { return Buffer(CudaScratchBuffer::kQ4Workspace).Get(bytes); }
+  void* Workspace(size_t bytes) { return Buffer(CudaScratchBuffer::kDecodeWorkspace).Get(bytes); }
+
+  // The `n` elements of activation span `span` as fp32: the span itself when it is fp32, else
+  // scratch buffer `wide`, holding them widened (queued on `s`) when `read`.
+  float* WideFloats(const DeviceSpan& span, int64_t n, CudaScratchBuffer wide, bool read,
+                    cudaStream_t s) {
+    const Activations a = ActivationsOf(span, n);
+    if (a.type == ElemType::kF32) return static_cast<float*>(a.data);
+    float* floats = Buffer(wide).As<float>(sizeof(float) * static_cast<size_t>(n));
+    if (read) STRATA_CUDA_CHECK(cuda_ops::Convert(a.data, a.type, n, ElemType::kF32, floats, s));
+    return floats;
+  }
+
+  // Stores `floats`, from WideFloats(span, n, ...), into `span` rounded to its type; nothing to do
+  // when the span is fp32 (WideFloats gave the span itself).
+  static void StoreWideFloats(const float* floats, const DeviceSpan& span, int64_t n,
+                              cudaStream_t s) {
+    const Activations a = ActivationsOf(span, n);
+    if (a.type == ElemType::kF32) return;
+    STRATA_CUDA_CHECK(cuda_ops::Convert(floats, ElemType::kF32, n, a.type, a.data, s));
+  }
+
+  // Attention over fp16 q, k, v, out: a decode step on the flash-decoding kernel where it runs
+  // the shape (DecodesOnF16Kernel), through fp32 q and out; else the tensor-core prefill kernel
+  // where it plans the shape (sm_80 and up); else the causal attention kernel, which takes any.
+  void AttendF16(const kernels::cuda::CausalAttentionShape& shape, DeviceSpan q_span,
+                 const __half* k, const __half* v, const int* start, DeviceSpan out_span,
+                 cudaStream_t s) {
+    const int64_t queries =
+        int64_t{shape.batch} * shape.new_tokens * shape.num_heads * shape.head_dim;
+    const auto* q = static_cast<const __half*>(ActivationsOf(q_span, queries).data);
+    auto* out = static_cast<__half*>(ActivationsOf(out_span, queries).data);
+    if (shape.new_tokens == 1 && DecodesOnF16Kernel(SpanType::kF16, shape.head_dim) &&
+        AlignedTo(k, 16) && AlignedTo(v, 16)) {
+      kernels::cuda::DecodeAttentionShape d;
+      d.batch = shape.batch;
+      d.num_heads = shape.num_heads;
+      d.num_kv_heads = shape.num_kv_heads;
+      d.head_dim = shape.head_dim;
+      d.max_len = shape.max_len;
+      d.cache_len = shape.cache_len;
+      d.scale = shape.scale;
+      // Planned for this step's length, so that the splits stay within the reservation (which
+      // bounds cache_len, not the cache's stride); the kernel splits the slots it attends.
+      kernels::cuda::DecodeAttentionShape planned = d;
+      planned.max_len = d.cache_len;
+      kernels::cuda::DecodeAttentionPlan plan;
+      STRATA_CUDA_CHECK(
+          cuda_ops::PlanDecodeAttention(planned, kernels::cuda::DecodeCacheKind::kF16, &plan));
+      const float* q_floats =
+          WideFloats(q_span, queries, CudaScratchBuffer::kWideActivations0, true, s);
+      float* out_floats =
+          WideFloats(out_span, queries, CudaScratchBuffer::kWideActivations1, false, s);
+      STRATA_CUDA_CHECK(cuda_ops::DecodeAttentionF16(
+          d, q_floats, k, v, start, plan, Workspace(plan.workspace_bytes), out_floats, s));
+      StoreWideFloats(out_floats, out_span, queries, s);
+      return;
+    }
+    kernels::cuda::PrefillAttentionPlan plan;
+    if (cuda_ops::PlanPrefillAttention(shape, &plan) == cudaSuccess && AlignedTo(q, 16) &&
+        AlignedTo(k, 16) && AlignedTo(v, 16) && AlignedTo(out, 16)) {
+      STRATA_CUDA_CHECK(cuda_ops::PrefillAttentionF16(shape, plan, q, k, v, start, out, s));
+      return;
+    }
+    STRATA_CUDA_CHECK(cuda_ops::CausalAttention(shape, q, k, v, start, out, s));
+  }
 
   ScratchBuffer& Buffer(CudaScratchBuffer b) { return buffers_[static_cast<int>(b)]; }
 
@@ -599,9 +770,9 @@ class CudaBackend final : public Backend {
     for (const int32_t id : ids) STRATA_CHECK(id >= 0 && id < table.rows);
     const DeviceTensor td = Elements(table);
     const int n = static_cast<int>(ids.size());
-    float* od = Floats(out, n * table.cols);
-    STRATA_CUDA_CHECK(cuda_ops::Embed(td.data, td.type, table.cols, Stage(ids, 0, s), n,
-                                      accumulate, od, s));
+    const Activations o = ActivationsOf(out, n * table.cols);
+    STRATA_CUDA_CHECK(cuda_ops::Embed(td.data, td.type, table.cols, Stage(ids, 0, s), n, accumulate,
+                                      o.type, o.data, s));
   }
 
   // A device copy of `host` in staging slot `slot`, queued on `s`. The source is pageable memory
@@ -632,7 +803,7 @@ class CudaBackend final : public Backend {
   static const float* Widen(const DeviceTensor& t, int64_t n, ScratchBuffer& scratch,
                             cudaStream_t s) {
     float* wide = scratch.As<float>(sizeof(float) * static_cast<size_t>(n));
-    STRATA_CUDA_CHECK(cuda_ops::ToFloat(t.data, t.type, n, wide, s));
+    STRATA_CUDA_CHECK(cuda_ops::Convert(t.data, t.type, n, ElemType::kF32, wide, s));
     return wide;
   }
 

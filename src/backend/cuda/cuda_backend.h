@@ -5,7 +5,9 @@
 // Memory contract of the Backend it returns:
 //   - every op is queued on the CUDA stream of the Stream it is given (one this backend made)
 //     and returns without waiting; its activations and weights are spans of arenas this backend
-//     allocated, used in place (F16/BF16 weights are converted as the op reads them);
+//     allocated, used in place (F16/BF16 weights are converted as the op reads them). Activations
+//     are fp16 by default (ActivationType); the kernels that read only fp32 (the 4-bit cache ops,
+//     fp16 decode attention's queries) get fp32 copies in scratch, rounded back once written;
 //   - host index arrays (ids, positions, Attention's start) are range-checked on the host and,
 //     with Rope's inv_freq, copied to the device on the op's stream. REQUIRES: they are pageable
 //     memory (a pageable copy returns once its source is staged, so they may go when the op
@@ -27,6 +29,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "src/backend/backend.h"
@@ -35,9 +38,14 @@ namespace strata {
 
 struct CudaBackendOptions {
   int device = 0;  // CUDA device ordinal
-  // Linear over F16/BF16 weights: false (default) rounds the activations to the weight's type and
-  // runs a tensor-core GEMM with fp32 accumulation, as GPU inference does; true widens the weight
+  // ActivationType: empty (default) keeps activations in fp16 (bf16 for BF16 weights), as GPU
+  // inference does; kF32 keeps them in fp32, as the CPU backend does (for precise comparisons);
+  // kF16 or kBF16 keeps them in that type whatever the weights.
+  std::optional<SpanType> activations;
+  // Linear of fp32 activations over F16/BF16 weights: false (default) rounds the activations to
+  // the weight's type and runs a tensor-core GEMM with fp32 accumulation; true widens the weight
   // to fp32 on every call and runs an fp32 GEMM, matching the CPU backend up to fp32 rounding.
+  // With fp16/bf16 activations the GEMM's inputs are of their type either way.
   bool fp32_gemm = false;
 };
 

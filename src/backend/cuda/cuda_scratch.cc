@@ -11,6 +11,10 @@ namespace {
 
 uint64_t U(int64_t n) { return static_cast<uint64_t>(std::max<int64_t>(n, 0)); }
 
+bool Dense(SpanType t) {
+  return t == SpanType::kF32 || t == SpanType::kF16 || t == SpanType::kBF16;
+}
+
 // Decode attention's partial outputs: `rows` query heads each with `splits` parts of head_dim
 // values and a log-sum-exp (attention_decode*.cuh's workspace_bytes).
 uint64_t DecodeWorkspaceBytes(int64_t query_heads, int splits, int head_dim) {
@@ -27,6 +31,17 @@ uint64_t Q4WorkspaceBytes(const OpLimits& l) {
   }
   return DecodeWorkspaceBytes(l.num_heads / l.num_kv_heads,
                               DecodeSplitsBound(l.max_len, kDecodeTileTokens), l.head_dim);
+}
+
+// The largest decode plan: AttendKvQ4's, or Attention's fp16 decode (every query head of the
+// batch at once).
+uint64_t LargestDecodeWorkspaceBytes(const OpLimits& l) {
+  const uint64_t dense =
+      DecodesOnF16Kernel(l.activations, l.head_dim)
+          ? DecodeWorkspaceBytes(int64_t{l.batch} * l.num_heads,
+                                 DecodeSplitsBound(l.max_len, kDecodeTileTokens), l.head_dim)
+          : 0;
+  return std::max(dense, Q4WorkspaceBytes(l));
 }
 
 // Staging slot 0: Embed's ids and Rope's positions (a row each), attention's starts, the
@@ -53,16 +68,27 @@ const char* GemmPathName(GemmPath path) {
     case GemmPath::kFp32: return "fp32";
     case GemmPath::kHalfTensorCore: return "half_tensor_core";
     case GemmPath::kWidenedFp32: return "widened_fp32";
+    case GemmPath::kHalf: return "half";
+    case GemmPath::kRoundedWeight: return "rounded_weight";
   }
   return "?";
 }
 
-GemmChoice ChooseGemm(SpanType weight_type, bool fp32_gemm, int64_t m, int64_t in, int64_t out) {
-  STRATA_CHECK_MSG(weight_type == SpanType::kF32 || weight_type == SpanType::kF16 ||
-                       weight_type == SpanType::kBF16,
-                   "a Linear weight is not F32, F16 or BF16");
+GemmChoice ChooseGemm(SpanType activations, SpanType weight_type, bool fp32_gemm, int64_t m,
+                      int64_t in, int64_t out) {
+  STRATA_CHECK_MSG(Dense(weight_type), "a Linear weight is not F32, F16 or BF16");
+  STRATA_CHECK_MSG(Dense(activations), "Linear activations are not F32, F16 or BF16");
   STRATA_CHECK(m >= 0 && in >= 0 && out >= 0);
   GemmChoice c;
+  if (activations != SpanType::kF32) {
+    if (weight_type == activations) {
+      c.path = GemmPath::kHalf;
+    } else {
+      c.path = GemmPath::kRoundedWeight;
+      c.rounded_weight_bytes = U(out) * U(in) * sizeof(uint16_t);
+    }
+    return c;
+  }
   if (weight_type == SpanType::kF32) return c;
   if (fp32_gemm) {
     c.path = GemmPath::kWidenedFp32;
@@ -84,10 +110,13 @@ const char* CudaScratchBufferName(CudaScratchBuffer buffer) {
     case CudaScratchBuffer::kStaging0: return "staging.0";
     case CudaScratchBuffer::kStaging1: return "staging.1";
     case CudaScratchBuffer::kKvHeadRows: return "kv_head_rows";
-    case CudaScratchBuffer::kQ4Workspace: return "q4_workspace";
+    case CudaScratchBuffer::kDecodeWorkspace: return "decode_workspace";
     case CudaScratchBuffer::kLimitedLogits: return "limited_logits";
     case CudaScratchBuffer::kSamplingWorkspace: return "sampling_workspace";
     case CudaScratchBuffer::kResults: return "results";
+    case CudaScratchBuffer::kRoundedWeight: return "rounded_weight";
+    case CudaScratchBuffer::kWideActivations0: return "wide_activations.0";
+    case CudaScratchBuffer::kWideActivations1: return "wide_activations.1";
   }
   return "?";
 }
@@ -103,6 +132,18 @@ uint64_t KvHeadRowsBytes(int tokens, int head_dim) {
   return 2 * U(tokens) * U(head_dim) * sizeof(float);
 }
 
+bool DecodesOnF16Kernel(SpanType activations, int head_dim) {
+  return activations == SpanType::kF16 && (head_dim == 64 || head_dim == 128);
+}
+
+uint64_t WideActivationsBytes(const OpLimits& l) {
+  if (l.activations == SpanType::kF32) return 0;
+  const uint64_t step_kv =
+      l.kv_q4 ? U(l.batch) * U(l.step_tokens) * U(l.num_kv_heads) * U(l.head_dim) : 0;
+  const uint64_t decode_queries = U(l.batch) * U(l.num_heads) * U(l.head_dim);
+  return std::max(step_kv, decode_queries) * sizeof(float);
+}
+
 CudaScratchLayout CudaScratchLayoutFor(const OpLimits& l, bool fp32_gemm,
                                        uint64_t sampling_workspace_bytes) {
   CudaScratchLayout layout;
@@ -110,13 +151,20 @@ CudaScratchLayout CudaScratchLayoutFor(const OpLimits& l, bool fp32_gemm,
     layout.bytes[static_cast<int>(b)] = bytes;
   };
   set(CudaScratchBuffer::kCublasWorkspace, kCublasWorkspaceBytes);
-  if (l.half_weights) {
+  // The Linears' paths: fp32 activations over half weights round x or widen the weight; half
+  // activations round the weights of another type (see the header).
+  if (l.activations == SpanType::kF32) {
+    const SpanType weights = l.half_weights ? SpanType::kF16 : SpanType::kF32;
     const GemmChoice widest =
-        ChooseGemm(SpanType::kF16, fp32_gemm, l.rows, l.linear_in, l.linear_out);
+        ChooseGemm(l.activations, weights, fp32_gemm, l.rows, l.linear_in, l.linear_out);
     set(CudaScratchBuffer::kRoundedX, widest.rounded_x_bytes);
     if (widest.path == GemmPath::kWidenedFp32) {
       set(CudaScratchBuffer::kWidenedMatrix, U(l.linear_weight_elements) * sizeof(float));
     }
+  } else {
+    set(CudaScratchBuffer::kRoundedWeight, U(l.rounded_weight_elements) * sizeof(uint16_t));
+  }
+  if (l.half_weights) {
     const uint64_t vector = std::max(U(l.linear_in), U(l.linear_out)) * sizeof(float);
     set(CudaScratchBuffer::kWidenedVector0, vector);
     set(CudaScratchBuffer::kWidenedVector1, vector);
@@ -124,11 +172,13 @@ CudaScratchLayout CudaScratchLayoutFor(const OpLimits& l, bool fp32_gemm,
   set(CudaScratchBuffer::kStaging0, Staging0Bytes(l));
   set(CudaScratchBuffer::kStaging1, Staging1Bytes(l));
   if (l.kv_q4) set(CudaScratchBuffer::kKvHeadRows, KvHeadRowsBytes(l.step_tokens, l.head_dim));
-  set(CudaScratchBuffer::kQ4Workspace, Q4WorkspaceBytes(l));
+  set(CudaScratchBuffer::kDecodeWorkspace, LargestDecodeWorkspaceBytes(l));
   const uint64_t sampled = U(l.batch);
   set(CudaScratchBuffer::kLimitedLogits, sampled * U(l.vocab) * sizeof(float));
   set(CudaScratchBuffer::kSamplingWorkspace, sampled > 0 ? sampling_workspace_bytes : 0);
   set(CudaScratchBuffer::kResults, sampled * sizeof(double));
+  set(CudaScratchBuffer::kWideActivations0, WideActivationsBytes(l));
+  set(CudaScratchBuffer::kWideActivations1, WideActivationsBytes(l));
   uint64_t at = 0;
   for (int i = 0; i < kCudaScratchBuffers; ++i) {
     layout.offset[i] = at;

@@ -2,9 +2,11 @@
 // folder) and callable from host-only C++: the CUDA backend, tests/backend and bench/. Each is a
 // one-line forward to the launcher of the same name in kernels/cuda/*.cuh, which documents the
 // layouts and REQUIRES; all pointers are device memory unless a comment says otherwise, and every
-// call is asynchronous on `stream`.
+// call is asynchronous on `stream`. Activations (x, y, gate, up, out of the element-wise ops) are
+// `void*` of an ElemType: fp32, fp16 or bf16, one type an op unless it says otherwise.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
@@ -27,25 +29,26 @@ using kernels::cuda::SamplingParams;
 
 // embedding.cuh
 cudaError_t Embed(const void* table, ElemType type, int64_t hidden, const int32_t* ids, int n,
-                  bool accumulate, float* out, cudaStream_t stream);
+                  bool accumulate, ElemType out_type, void* out, cudaStream_t stream);
 // norm.cuh
-cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, float eps, int rows,
-                      int dim, float* y, cudaStream_t stream);
-cudaError_t RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* y,
-                    cudaStream_t stream);
+cudaError_t LayerNorm(ElemType type, const void* x, const float* weight, const float* bias,
+                      float eps, int rows, int dim, void* y, cudaStream_t stream);
+cudaError_t RmsNorm(ElemType type, const void* x, const float* weight, float eps, int rows, int dim,
+                    void* y, cudaStream_t stream);
 // activation.cuh
-cudaError_t Relu(float* x, int64_t n, cudaStream_t stream);
-cudaError_t Gelu(float* x, int64_t n, cudaStream_t stream);
-cudaError_t SiluMul(float* gate, const float* up, int64_t n, cudaStream_t stream);
+cudaError_t Relu(ElemType type, void* x, int64_t n, cudaStream_t stream);
+cudaError_t Gelu(ElemType type, void* x, int64_t n, cudaStream_t stream);
+cudaError_t SiluMul(ElemType type, void* gate, const void* up, int64_t n, cudaStream_t stream);
 // rope.cuh
-cudaError_t ApplyRope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-                      const float* inv_freq, cudaStream_t stream);
+cudaError_t ApplyRope(ElemType type, void* x, const int32_t* positions, int tokens, int heads,
+                      int head_dim, const float* inv_freq, cudaStream_t stream);
 // add.cuh
-cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream);
-cudaError_t AddBias(float* y, const float* bias, int64_t rows, int cols, cudaStream_t stream);
+cudaError_t Add(ElemType type, void* x, const void* y, int64_t n, cudaStream_t stream);
+cudaError_t AddBias(ElemType type, void* y, const float* bias, int64_t rows, int cols,
+                    cudaStream_t stream);
 // convert.cuh
-cudaError_t FloatToHalf(const float* x, int64_t n, ElemType to, uint16_t* y, cudaStream_t stream);
-cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y, cudaStream_t stream);
+cudaError_t Convert(const void* x, ElemType from, int64_t n, ElemType to, void* y,
+                    cudaStream_t stream);
 // weight_q4.cuh
 cudaError_t ExpandWeightQ4(const uint8_t* codes, const __half* params, int64_t rows, int cols,
                            int group, ElemType type, void* out, cudaStream_t stream);
@@ -71,6 +74,11 @@ cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const
                             const float* v, const int* start, float* out, cudaStream_t stream);
 cudaError_t CausalAttention(const CausalAttentionShape& s, const float* q, const __half* k,
                             const __half* v, const int* start, float* out, cudaStream_t stream);
+cudaError_t CausalAttention(const CausalAttentionShape& s, const __half* q, const __half* k,
+                            const __half* v, const int* start, __half* out, cudaStream_t stream);
+cudaError_t CausalAttention(const CausalAttentionShape& s, const __nv_bfloat16* q,
+                            const __nv_bfloat16* k, const __nv_bfloat16* v, const int* start,
+                            __nv_bfloat16* out, cudaStream_t stream);
 // attention_prefill_f16.cuh
 cudaError_t PlanPrefillAttention(const CausalAttentionShape& s, PrefillAttentionPlan* plan);
 cudaError_t PrefillAttentionF16(const CausalAttentionShape& s, const PrefillAttentionPlan& plan,

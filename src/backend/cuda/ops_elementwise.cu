@@ -15,47 +15,49 @@ namespace strata::cuda_ops {
 namespace k = kernels::cuda;
 
 cudaError_t Embed(const void* table, ElemType type, int64_t hidden, const int32_t* ids, int n,
-                  bool accumulate, float* out, cudaStream_t stream) {
-  return k::Embed(table, type, hidden, ids, n, accumulate, out, stream);
+                  bool accumulate, ElemType out_type, void* out, cudaStream_t stream) {
+  return k::Embed(table, type, hidden, ids, n, accumulate, out_type, out, stream);
 }
 
-cudaError_t LayerNorm(const float* x, const float* weight, const float* bias, float eps, int rows,
-                      int dim, float* y, cudaStream_t stream) {
-  return k::LayerNorm(x, weight, bias, eps, rows, dim, y, stream);
+cudaError_t LayerNorm(ElemType type, const void* x, const float* weight, const float* bias,
+                      float eps, int rows, int dim, void* y, cudaStream_t stream) {
+  return k::LayerNorm(type, x, weight, bias, eps, rows, dim, y, stream);
 }
 
-cudaError_t RmsNorm(const float* x, const float* weight, float eps, int rows, int dim, float* y,
+cudaError_t RmsNorm(ElemType type, const void* x, const float* weight, float eps, int rows, int dim,
+                    void* y, cudaStream_t stream) {
+  return k::RmsNorm(type, x, weight, eps, rows, dim, y, stream);
+}
+
+cudaError_t Relu(ElemType type, void* x, int64_t n, cudaStream_t stream) {
+  return k::Relu(type, x, n, stream);
+}
+
+cudaError_t Gelu(ElemType type, void* x, int64_t n, cudaStream_t stream) {
+  return k::Gelu(type, x, n, stream);
+}
+
+cudaError_t SiluMul(ElemType type, void* gate, const void* up, int64_t n, cudaStream_t stream) {
+  return k::SiluMul(type, gate, up, n, stream);
+}
+
+cudaError_t ApplyRope(ElemType type, void* x, const int32_t* positions, int tokens, int heads,
+                      int head_dim, const float* inv_freq, cudaStream_t stream) {
+  return k::ApplyRope(type, x, positions, tokens, heads, head_dim, inv_freq, stream);
+}
+
+cudaError_t Add(ElemType type, void* x, const void* y, int64_t n, cudaStream_t stream) {
+  return k::Add(type, x, y, n, stream);
+}
+
+cudaError_t AddBias(ElemType type, void* y, const float* bias, int64_t rows, int cols,
                     cudaStream_t stream) {
-  return k::RmsNorm(x, weight, eps, rows, dim, y, stream);
+  return k::AddBias(type, y, bias, rows, cols, stream);
 }
 
-cudaError_t Relu(float* x, int64_t n, cudaStream_t stream) { return k::Relu(x, n, stream); }
-
-cudaError_t Gelu(float* x, int64_t n, cudaStream_t stream) { return k::Gelu(x, n, stream); }
-
-cudaError_t SiluMul(float* gate, const float* up, int64_t n, cudaStream_t stream) {
-  return k::SiluMul(gate, up, n, stream);
-}
-
-cudaError_t ApplyRope(float* x, const int32_t* positions, int tokens, int heads, int head_dim,
-                      const float* inv_freq, cudaStream_t stream) {
-  return k::ApplyRope(x, positions, tokens, heads, head_dim, inv_freq, stream);
-}
-
-cudaError_t Add(float* x, const float* y, int64_t n, cudaStream_t stream) {
-  return k::Add(x, y, n, stream);
-}
-
-cudaError_t AddBias(float* y, const float* bias, int64_t rows, int cols, cudaStream_t stream) {
-  return k::AddBias(y, bias, rows, cols, stream);
-}
-
-cudaError_t FloatToHalf(const float* x, int64_t n, ElemType to, uint16_t* y, cudaStream_t stream) {
-  return k::FloatToHalf(x, n, to, y, stream);
-}
-
-cudaError_t ToFloat(const void* x, ElemType from, int64_t n, float* y, cudaStream_t stream) {
-  return k::ToFloat(x, from, n, y, stream);
+cudaError_t Convert(const void* x, ElemType from, int64_t n, ElemType to, void* y,
+                    cudaStream_t stream) {
+  return k::Convert(x, from, n, to, y, stream);
 }
 
 cudaError_t ExpandWeightQ4(const uint8_t* codes, const __half* params, int64_t rows, int cols,
