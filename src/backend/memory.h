@@ -43,6 +43,8 @@ class DeviceSpan {
   uint64_t bytes() const { return bytes_; }
   SpanType type() const { return type_; }
   bool empty() const { return bytes_ == 0; }
+  // The elements of a span. REQUIRES (checked): a dense type (SpanElementBytes).
+  int64_t elements() const { return static_cast<int64_t>(bytes_ / SpanElementBytes(type_)); }
   // Bytes [offset, offset + bytes) of this span, as `type` (default: this span's).
   // REQUIRES: offset + bytes <= this->bytes().
   DeviceSpan Sub(uint64_t offset, uint64_t bytes) const;

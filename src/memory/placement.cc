@@ -5,6 +5,7 @@
 #include <string>
 
 #include "policy/memory_accounting.h"
+#include "src/memory/model_spec_of.h"
 
 namespace strata {
 namespace {
@@ -205,16 +206,7 @@ OpLimits OpLimitsOf(const Model& model, const Plan& plan, const BlockShape& shap
   l.linear_out = std::max({q, kv, hidden, mlp, vocab});
   l.linear_weight_elements = std::max({q, mlp, vocab}) * hidden;
   const ModelWeights& w = model.weights();
-  auto half = [](const TensorView& t) {
-    return t.present() && (t.dtype == DType::kF16 || t.dtype == DType::kBF16);
-  };
-  l.half_weights = half(w.token_embedding) || half(w.position_embedding) ||
-                   half(w.final_norm) || half(w.final_norm_bias) || half(w.lm_head);
-  for (const LayerWeights& layer : w.layers) {
-    for (TensorView LayerWeights::*field : kLayerTensorFields<TensorView>) {
-      l.half_weights = l.half_weights || half(layer.*field);
-    }
-  }
+  l.half_weights = WeightDTypeOf(model) != DType::kF32;
   if (activations != SpanType::kF32) {  // 4-bit weights expand to the activations' type
     auto other = [&](const TensorView& t) {
       const bool rounded =

@@ -79,11 +79,6 @@ void LookUp(const HostWeight& table, const std::vector<int32_t>& ids, bool add, 
   }
 }
 
-// The elements of a dense activation span.
-int64_t ElementsOf(const DeviceSpan& span) {
-  return static_cast<int64_t>(span.bytes() / SpanElementBytes(span.type()));
-}
-
 // A contiguous cache [batch, num_kv_heads, max_len, head_dim] as fp32: in place, or each row's
 // slots before cache_len (all the attention reads) converted into `buf`.
 const float* CacheFloats(const k::AttentionShape& s, const CpuActivations& cache,
@@ -197,7 +192,7 @@ class CpuBackend final : public Backend {
   }
 
   void Activate(Stream& stream, ActivationKind kind, DeviceSpan x_span) override {
-    const CpuActivations xa(x_span, ElementsOf(x_span));
+    const CpuActivations xa(x_span, x_span.elements());
     RunOnCpuStream(stream, [=] {
       thread_local std::vector<float> x_floats;
       float* x = xa.Read(x_floats);
@@ -212,7 +207,7 @@ class CpuBackend final : public Backend {
   }
 
   void SiluMul(Stream& stream, DeviceSpan gate_span, DeviceSpan up_span) override {
-    const int64_t n = ElementsOf(gate_span);
+    const int64_t n = gate_span.elements();
     const CpuActivations gate_a(gate_span, n), up_a(up_span, n);
     RunOnCpuStream(stream, [=] {
       thread_local std::vector<float> gate_floats, up_floats;
@@ -237,7 +232,7 @@ class CpuBackend final : public Backend {
   }
 
   void Add(Stream& stream, DeviceSpan x_span, DeviceSpan y_span) override {
-    const int64_t n = ElementsOf(x_span);
+    const int64_t n = x_span.elements();
     const CpuActivations xa(x_span, n), ya(y_span, n);
     RunOnCpuStream(stream, [=] {
       thread_local std::vector<float> x_floats, y_floats;

@@ -58,11 +58,6 @@ Activations ActivationsOf(const DeviceSpan& span, int64_t n) {
   return {CudaAddress(span), type};
 }
 
-// The elements an activation span holds (ActivationsOf then checks that no bytes are left over).
-int64_t ElementCount(const DeviceSpan& span) {
-  return static_cast<int64_t>(span.bytes() / SpanElementBytes(span.type()));
-}
-
 // Checks that the activation spans of an op are of one type (Backend: "all of one type within an
 // op").
 void CheckOneType(std::initializer_list<DeviceSpan> spans) {
@@ -352,7 +347,7 @@ class CudaBackend final : public Backend {
 
   void Activate(Stream& stream, ActivationKind kind, DeviceSpan x) override {
     const cudaStream_t s = CudaStreamOf(stream);
-    const int64_t n = ElementCount(x);
+    const int64_t n = x.elements();
     const Activations xa = ActivationsOf(x, n);
     if (kind == ActivationKind::kRelu) {
       STRATA_CUDA_CHECK(cuda_ops::Relu(xa.type, xa.data, n, s));
@@ -362,7 +357,7 @@ class CudaBackend final : public Backend {
   }
 
   void SiluMul(Stream& stream, DeviceSpan gate, DeviceSpan up) override {
-    const int64_t n = ElementCount(gate);
+    const int64_t n = gate.elements();
     CheckOneType({gate, up});
     const Activations g = ActivationsOf(gate, n);
     STRATA_CUDA_CHECK(
@@ -380,7 +375,7 @@ class CudaBackend final : public Backend {
   }
 
   void Add(Stream& stream, DeviceSpan x, DeviceSpan y) override {
-    const int64_t n = ElementCount(x);
+    const int64_t n = x.elements();
     CheckOneType({x, y});
     const Activations xa = ActivationsOf(x, n);
     STRATA_CUDA_CHECK(
