@@ -194,7 +194,8 @@ LayerForms TransformerForms(const Sizes& s, const Plan& p, const HardwareSpec& h
                                 true, false};
   f.disk_write_wait_s = WriteWait(s, hw, {attention, mlp});
 
-  const double tflops = (prefill ? hw.gpu_prefill_tflops : hw.gpu_decode_tflops) * kTera;
+  // Each GEMM is one micro-batch's: its rows are that micro-batch's new tokens.
+  const double tflops = hw.GemmTflopsAt(p.gpu_batch_size * tokens, prefill) * kTera;
   f.gpu_gemm_s.constant =
       GemmSeconds(s, 2 * s.block * tokens * s.layer_params / tflops, s.layer_read, hw);
   const double dequant = 1 / (hw.gpu_dequant_gbps * kGiga);
@@ -254,9 +255,10 @@ LayerForms OutputForms(const Sizes& s, const Plan& p, const HardwareSpec& hw) {
   LayerForms f;
   OffGpu(f.h2d_s, kWeightCpu, kWeightDisk, s.output_stored / (hw.h2d_gbps * kGiga));
   f.disk_read_s.Add(kWeightDisk, s.output_stored / (hw.disk_read_gbps * kGiga));
-  // Logits for the last position of each sequence: a GEMM with one row per sequence.
-  f.gpu_gemm_s.constant = GemmSeconds(
-      s, 2 * s.block * s.output_params / (hw.gpu_decode_tflops * kTera), s.output_read, hw);
+  // Logits for the last position of each sequence: per micro-batch a GEMM with one row per
+  // sequence, at the prefill as in decode.
+  const double tflops = hw.GemmTflopsAt(p.gpu_batch_size, /*prefill=*/false) * kTera;
+  f.gpu_gemm_s.constant = GemmSeconds(s, 2 * s.block * s.output_params / tflops, s.output_read, hw);
   if (p.compress_weight) f.gpu_dequant_s.constant = s.output_fp16 / (hw.gpu_dequant_gbps * kGiga);
   // Its weights load before it computes, and the next token step's first attention layer, whose
   // weights take the same slot, loads only after it (cost_model.h).

@@ -10,10 +10,11 @@
 //            (the compute lane waits for the CPU's attention of its micro-batch)
 // With overlap a step takes its slowest lane, or longer where the two weight slots chain its lanes
 // (below); without overlap, the sum of the lanes. GEMMs run micro-batch
-// after micro-batch, each bounded below by the weight bytes it reads from device memory at
-// gpu_memory_gbps (a roofline); a layer that fits in gpu_cache_bytes is read from memory once
-// per layer step. Disk traffic is staged through pinned memory, so a disk-resident byte costs a
-// disk read and an h2d copy.
+// after micro-batch, each at the profile's rate for its rows (HardwareSpec::GemmTflopsAt: a
+// micro-batch's new tokens in a transformer layer, one row per sequence in the output layer) and
+// bounded below by the weight bytes it reads from device memory at gpu_memory_gbps (a roofline);
+// a layer that fits in gpu_cache_bytes is read from memory once per layer step. Disk traffic is
+// staged through pinned memory, so a disk-resident byte costs a disk read and an h2d copy.
 // The CPU build's emulated device copies with memcpy over the memory bus its GEMMs stream
 // weights over: beside a transformer layer too big for gpu_cache_bytes, copies of CPU-resident
 // bytes run at the profile's copy_beside_gemm_gbps where it has one.

@@ -1,6 +1,9 @@
 #include "policy/hardware_spec.h"
 
+#include <algorithm>
+#include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "policy/yaml_reader.h"
 
@@ -32,6 +35,20 @@ void VisitNumbers(Spec& s, IntFn on_int, RateFn on_rate) {
 
 }  // namespace
 
+double HardwareSpec::GemmTflopsAt(double rows, bool prefill) const {
+  const std::vector<GemmRate>& curve = gpu_gemm_tflops_by_rows;
+  if (curve.empty()) return prefill ? gpu_prefill_tflops : gpu_decode_tflops;
+  if (rows < curve.front().rows) return curve.front().tflops * rows / curve.front().rows;
+  if (rows >= curve.back().rows) return curve.back().tflops;
+  // The first point above `rows`, and the one at or below it.
+  const auto above =
+      std::upper_bound(curve.begin(), curve.end(), rows,
+                       [](double r, const GemmRate& point) { return r < point.rows; });
+  const GemmRate& low = above[-1];
+  const double t = std::log(rows / low.rows) / std::log(double(above->rows) / low.rows);
+  return low.tflops + (above->tflops - low.tflops) * t;
+}
+
 Status HardwareSpec::Validate() const {
   Status status;
   auto check = [&](const char* key, auto value) {
@@ -58,6 +75,24 @@ Status HardwareSpec::Validate() const {
   if (status.ok() && gpu_cache_bytes < 0) {
     status = Status::InvalidArgument("gpu_cache_bytes must be positive or absent");
   }
+  int64_t previous_rows = 0;
+  for (const GemmRate& point : gpu_gemm_tflops_by_rows) {
+    if (!status.ok()) break;
+    if (point.rows <= 0) {
+      status = Status::InvalidArgument("gpu_gemm_tflops_by_rows must have positive rows, got " +
+                                       std::to_string(point.rows));
+    } else if (point.rows <= previous_rows) {
+      status = Status::InvalidArgument(
+          "gpu_gemm_tflops_by_rows must have its rows in strictly ascending order, got " +
+          std::to_string(point.rows) + " after " + std::to_string(previous_rows));
+    } else if (!(point.tflops > 0) || !std::isfinite(point.tflops)) {
+      std::ostringstream v;
+      v << point.tflops;
+      status = Status::InvalidArgument("gpu_gemm_tflops_by_rows must have positive rates, got " +
+                                       v.str() + " at " + std::to_string(point.rows) + " rows");
+    }
+    previous_rows = point.rows;
+  }
   return status;
 }
 
@@ -76,6 +111,10 @@ Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::s
   reader.OptionalDouble("copy_beside_gemm_gbps", &spec.copy_beside_gemm_gbps, /*positive=*/true);
   reader.OptionalInt64("disk_write_wait_bytes", &spec.disk_write_wait_bytes, 0);
   reader.OptionalInt64("gpu_cache_bytes", &spec.gpu_cache_bytes, 1);
+  std::vector<std::pair<int64_t, double>> curve;
+  reader.OptionalWholeToPositiveMap("gpu_gemm_tflops_by_rows", &curve);
+  std::sort(curve.begin(), curve.end());  // written in any order; the rows are distinct
+  for (const auto& [rows, tflops] : curve) spec.gpu_gemm_tflops_by_rows.push_back({rows, tflops});
   reader.OptionalBool("gpu_emulated", &spec.gpu_emulated);
   reader.OptionalBool("h2d_emulated", &spec.h2d_emulated);
   reader.OptionalBool("d2h_emulated", &spec.d2h_emulated);
@@ -123,6 +162,15 @@ std::string HardwareSpecToYaml(const HardwareSpec& spec) {
     out << "disk_write_wait_bytes: " << spec.disk_write_wait_bytes << "\n";
   }
   if (spec.gpu_cache_bytes > 0) out << "gpu_cache_bytes: " << spec.gpu_cache_bytes << "\n";
+  if (!spec.gpu_gemm_tflops_by_rows.empty()) {
+    const char* separator = "";
+    out << "gpu_gemm_tflops_by_rows: {";
+    for (const GemmRate& point : spec.gpu_gemm_tflops_by_rows) {
+      out << separator << point.rows << ": " << policy_internal::FormatDouble(point.tflops);
+      separator = ", ";
+    }
+    out << "}\n";
+  }
   out << "gpu_emulated: " << (spec.gpu_emulated ? "true" : "false") << "\n";
   out << "h2d_emulated: " << (spec.h2d_emulated ? "true" : "false") << "\n";
   out << "d2h_emulated: " << (spec.d2h_emulated ? "true" : "false") << "\n";

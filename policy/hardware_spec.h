@@ -10,10 +10,18 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "src/core/status.h"
 
 namespace strata {
+
+// One point of the GEMM rate curve: fp16 GEMM TFLOPS of a transformer layer's Linears when each
+// GEMM has `rows` rows (a micro-batch's tokens).
+struct GemmRate {
+  int64_t rows = 0;
+  double tflops = 0;
+};
 
 struct HardwareSpec {
   std::string name;
@@ -66,6 +74,10 @@ struct HardwareSpec {
   // find them in the cache (the emulated device's CPU L3; a GPU's L2, which no FlexGen-sized
   // layer fits).
   int64_t gpu_cache_bytes = 0;
+  // Optional (empty: gpu_prefill_tflops for the prefill and gpu_decode_tflops for decode and the
+  // output layer, whatever the rows). fp16 GEMM TFLOPS by rows per GEMM, rows strictly ascending,
+  // as `strata profile` measures it on a GPU at a transformer layer's Linear shapes.
+  std::vector<GemmRate> gpu_gemm_tflops_by_rows;
 
   // CPU.
   int cpu_cores = 0;  // CPU threads the CPU (and emulated device) rates were measured with
@@ -85,17 +97,29 @@ struct HardwareSpec {
   // d2d_gbps, or its default.
   double D2dGbps() const { return d2d_gbps > 0 ? d2d_gbps : gpu_memory_gbps / 2; }
 
-  // Checks every capacity and rate is positive; InvalidArgument names the key.
+  // TFLOPS of a GEMM of `rows` rows in the prefill (prefill) or a decode step. From the curve
+  // when there is one: linear in log(rows) between its points; below the first point
+  // proportional to rows, first.tflops * rows / first.rows (a GEMM of that few rows is bound by
+  // the weight bytes it reads, so its rate grows with its rows); at or above the last point the
+  // last point's rate. Without a curve, gpu_prefill_tflops or gpu_decode_tflops by phase.
+  // REQUIRES: rows > 0.
+  double GemmTflopsAt(double rows, bool prefill) const;
+
+  // Checks every capacity and rate is positive, and the GEMM rate curve's rows positive and
+  // strictly ascending and its rates positive; InvalidArgument names the key.
   Status Validate() const;
 };
 
 // YAML with one key per field (every key required except description, d2d_gbps,
-// disk_page_write_gbps, copy_beside_gemm_gbps, disk_write_wait_bytes, gpu_cache_bytes and the
-// *_emulated flags, which default to empty, 0, 0, 0, 0, 0 and false; a present d2d_gbps,
-// disk_page_write_gbps, copy_beside_gemm_gbps or gpu_cache_bytes must be positive, a present
-// disk_write_wait_bytes non-negative). Zero or negative
-// capacities or rates, missing or unknown keys, and a document that is not a map are errors naming
-// the key and `origin`.
+// disk_page_write_gbps, copy_beside_gemm_gbps, disk_write_wait_bytes, gpu_cache_bytes,
+// gpu_gemm_tflops_by_rows and the *_emulated flags, which default to empty, 0, 0, 0, 0, 0, no
+// curve and false; a present d2d_gbps, disk_page_write_gbps, copy_beside_gemm_gbps or
+// gpu_cache_bytes must be positive, a present disk_write_wait_bytes non-negative).
+// gpu_gemm_tflops_by_rows is a map from rows to TFLOPS in any order, e.g.
+// `gpu_gemm_tflops_by_rows: {1: 0.9, 16: 14.2, 512: 441.5}`: rows positive whole numbers, each
+// once, rates positive; it is stored sorted by rows, and an empty map is no curve. Zero or
+// negative capacities or rates, missing or unknown keys, and a document that is not a map are
+// errors naming the key and `origin`.
 Result<HardwareSpec> ParseHardwareSpecYaml(const std::string& text, const std::string& origin);
 Result<HardwareSpec> LoadHardwareSpecYaml(const std::string& path);
 std::string HardwareSpecToYaml(const HardwareSpec& spec);

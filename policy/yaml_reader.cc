@@ -2,11 +2,13 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <utility>
 
 namespace strata::policy_internal {
 namespace {
@@ -66,6 +68,33 @@ std::optional<YAML::Node> Lookup(const YAML::Node& root, const char* key, bool r
   return node;
 }
 
+// Whole numbers, including the 1.5e12 style YAML writers produce for large sizes.
+bool ParseWholeNumber(const std::string& text, int64_t* out) {
+  int64_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc() && end == text.data() + text.size()) {
+    *out = value;
+    return true;
+  }
+  std::istringstream in(text);
+  double as_double = 0;
+  if (!(in >> as_double) || !in.eof() || as_double != std::floor(as_double) ||
+      std::fabs(as_double) > 9.0e18) {
+    return false;
+  }
+  *out = static_cast<int64_t>(as_double);
+  return true;
+}
+
+// Finite numbers, surrounding blanks allowed.
+bool ParseNumber(const std::string& text, double* out) {
+  std::istringstream in(text);
+  double value = 0;
+  if (!(in >> value) || !(in >> std::ws).eof() || !std::isfinite(value)) return false;
+  *out = value;
+  return true;
+}
+
 }  // namespace
 
 void YamlMapReader::Int64(const char* key, int64_t* out, int64_t min) {
@@ -76,17 +105,9 @@ void YamlMapReader::Int64(const char* key, int64_t* out, int64_t min) {
   if (!node) return;
   const std::string text = node->Scalar();
   int64_t value = 0;
-  double as_double = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size()) {
-    // Accept 1.5e12-style whole numbers, which YAML writers produce for large sizes.
-    std::istringstream in(text);
-    if (!(in >> as_double) || !in.eof() || as_double != std::floor(as_double) ||
-        std::fabs(as_double) > 9.0e18) {
-      Fail(std::string("key '") + key + "' must be a whole number, got '" + text + "'");
-      return;
-    }
-    value = static_cast<int64_t>(as_double);
+  if (!ParseWholeNumber(text, &value)) {
+    Fail(std::string("key '") + key + "' must be a whole number, got '" + text + "'");
+    return;
   }
   if (value < min) {
     Fail(std::string("key '") + key + "' must be at least " + std::to_string(min) + ", got " +
@@ -133,9 +154,8 @@ void YamlMapReader::Double(const char* key, double* out, bool positive) {
   std::optional<YAML::Node> node = Lookup(*root_, key, true, fail);
   if (!node) return;
   const std::string text = node->Scalar();
-  std::istringstream in(text);
   double value = 0;
-  if (!(in >> value) || !(in >> std::ws).eof() || !std::isfinite(value)) {
+  if (!ParseNumber(text, &value)) {
     Fail(std::string("key '") + key + "' must be a number, got '" + text + "'");
     return;
   }
@@ -145,6 +165,41 @@ void YamlMapReader::Double(const char* key, double* out, bool positive) {
     return;
   }
   *out = value;
+}
+
+void YamlMapReader::OptionalWholeToPositiveMap(const char* key,
+                                               std::vector<std::pair<int64_t, double>>* out) {
+  if (!Present(key)) return;
+  const YAML::Node& root = *root_;
+  const YAML::Node node = root[key];
+  const std::string name = std::string("key '") + key + "'";
+  if (!node.IsMap()) {
+    Fail(name + " must be a map of whole numbers to positive numbers, e.g. {1: 0.9, 16: 14.2}, " +
+         "but it is " + TypeName(node));
+    return;
+  }
+  std::vector<std::pair<int64_t, double>> entries;
+  for (const auto& entry : node) {
+    const std::string from = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    int64_t whole = 0;
+    if (!entry.first.IsScalar() || !ParseWholeNumber(from, &whole) || whole < 1) {
+      Fail(name + " must map whole numbers of at least 1, got '" + from + "'");
+      return;
+    }
+    const std::string to = entry.second.IsScalar() ? entry.second.Scalar() : "";
+    double value = 0;
+    if (!entry.second.IsScalar() || !ParseNumber(to, &value) || value <= 0) {
+      Fail(name + " must map " + from + " to a positive number, got '" + to + "'");
+      return;
+    }
+    if (std::any_of(entries.begin(), entries.end(),
+                    [&](const auto& seen) { return seen.first == whole; })) {
+      Fail(name + " maps " + std::to_string(whole) + " twice");
+      return;
+    }
+    entries.emplace_back(whole, value);
+  }
+  *out = std::move(entries);
 }
 
 void YamlMapReader::Bool(const char* key, bool* out) {

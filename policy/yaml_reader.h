@@ -7,6 +7,8 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "src/core/status.h"
 
@@ -41,6 +43,9 @@ class YamlMapReader {
   void OptionalInt(const char* key, int* out, int64_t min);
   void OptionalInt64(const char* key, int64_t* out, int64_t min);
   void OptionalDouble(const char* key, double* out, bool positive);
+  // An optional map from whole numbers (>= 1) to positive numbers, e.g. {1: 0.9, 16: 14.2}, in
+  // the order written (an empty map gives no entries); a whole number given twice is an error.
+  void OptionalWholeToPositiveMap(const char* key, std::vector<std::pair<int64_t, double>>* out);
 
   Status Finish();
 

@@ -1,5 +1,6 @@
 // Prefill at tensor-core speed (issue 30): strata's tensor-core prefill attention (causal, fp16)
-// and its cuBLAS GEMM (fp16 in and out, fp32 accumulation) at the issue's shapes, against the
+// and its Linears' GEMM (cuBLASLt, fp16 in and out, fp32 accumulation, with and without the bias
+// in the epilogue) at the issue's shapes, against the
 // figures PyTorch reached on the H200 on 2026-11-27. bench/cuda/prefill_reference.py measures
 // PyTorch on the machine at hand with the same shapes and the same RESULT format.
 //
@@ -9,7 +10,8 @@
 // Prints one "RESULT key=value ..." line per measurement (scripts/gpu_check.sh turns them into a
 // table): kernel=prefill with target= the FlashAttention-2 backend's figure (pass=1 when met) and
 // cudnn= the cuDNN backend's; kernel=prefill_variant for each block shape the plan did not choose
-// (no target); kernel=gemm with target= 0.95 of PyTorch's cuBLAS figure. Exits non-zero only when
+// (no target); kernel=gemm and kernel=gemm_bias with target= 0.95 of PyTorch's cuBLAS figure and
+// path= cublaslt, or gemm_ex where cuBLASLt had no algorithm. Exits non-zero only when
 // CUDA fails, never on a missed target; 2 without a CUDA device.
 //
 // Usage: prefill_bench [--quick] [--skip-gemm] [--skip-attention] [--shape I]
@@ -30,6 +32,8 @@
 #include "src/backend/cuda/cuda_device.h"
 #include "src/backend/cuda/cuda_resources.h"
 #include "src/backend/cuda/gemm.h"
+#include "src/backend/cuda/gemm_lt.h"
+#include "src/backend/cuda/gemm_plans.h"
 #include "src/backend/cuda/median_ms.h"
 #include "src/backend/cuda/ops.h"
 #include "src/core/dtype.h"
@@ -121,26 +125,39 @@ void RunAttention(const AttentionShape& sh, int reps, const CudaStream& stream,
   }
 }
 
+// One GEMM shape as the backend's Linears run it (cuBLASLt, gemm_lt.h): without a bias
+// (kernel=gemm) and with one in the epilogue (kernel=gemm_bias, PyTorch's F.linear with a bias).
 void RunGemm(const GemmShape& sh, int reps, const CudaStream& stream, const CublasHandle& cublas,
-             std::mt19937_64& rng) {
+             LtGemm& lt, std::mt19937_64& rng) {
   const size_t a_n = static_cast<size_t>(sh.m) * sh.k;
   const size_t b_n = static_cast<size_t>(sh.n) * sh.k;
   const size_t c_n = static_cast<size_t>(sh.m) * sh.n;
-  DeviceBuffer a(2 * a_n), b(2 * b_n), c(2 * c_n);
+  DeviceBuffer a(2 * a_n), b(2 * b_n), c(2 * c_n), bias(2 * static_cast<size_t>(sh.n));
   FillHalves(a.get(), a_n, rng);
   FillHalves(b.get(), b_n, rng);
-  const double ms = MedianMs(stream, 5, reps, [&] {
-    GemmNTHalfOut(cublas, sh.m, sh.n, sh.k, kernels::cuda::ElemType::kF16, a.get(), b.get(),
-                  c.get(), sh.n);
-  });
-  const double tflops = 2.0 * sh.m * sh.n * static_cast<double>(sh.k) / (ms * 1e-3) / 1e12;
-  const double ratio = tflops / sh.torch_tflops;
-  std::printf(
-      "RESULT kernel=gemm m=%d n=%d k=%d ms=%.4f tflops=%.1f torch=%.0f ratio=%.3f "
-      "target=%.2f pass=%d\n",
-      sh.m, sh.n, sh.k, ms, tflops, sh.torch_tflops, ratio, kGemmTargetRatio,
-      ratio >= kGemmTargetRatio ? 1 : 0);
-  std::fflush(stdout);
+  FillHalves(bias.get(), sh.n, rng);
+  for (const bool with_bias : {false, true}) {
+    const GemmOperands operands{a.get(), b.get(), with_bias ? bias.get() : nullptr, c.get()};
+    const LtGemmKey key = LtGemmKeyOf(sh.m, sh.n, sh.k, SpanType::kF16, SpanType::kF16,
+                                      /*relu=*/false, operands);
+    bool on_lt = true;
+    const double ms = MedianMs(stream, 5, reps, [&] {
+      on_lt = lt.Run(key, operands, cublas.workspace(), CublasHandle::kDefaultWorkspaceBytes,
+                     stream.get());
+      if (!on_lt) {
+        GemmNTHalfOut(cublas, sh.m, sh.n, sh.k, kernels::cuda::ElemType::kF16, a.get(), b.get(),
+                      c.get(), sh.n);
+      }
+    });
+    const double tflops = 2.0 * sh.m * sh.n * static_cast<double>(sh.k) / (ms * 1e-3) / 1e12;
+    const double ratio = tflops / sh.torch_tflops;
+    std::printf(
+        "RESULT kernel=%s m=%d n=%d k=%d path=%s ms=%.4f tflops=%.1f torch=%.0f ratio=%.3f "
+        "target=%.2f pass=%d\n",
+        with_bias ? "gemm_bias" : "gemm", sh.m, sh.n, sh.k, on_lt ? "cublaslt" : "gemm_ex", ms,
+        tflops, sh.torch_tflops, ratio, kGemmTargetRatio, ratio >= kGemmTargetRatio ? 1 : 0);
+    std::fflush(stdout);
+  }
 }
 
 int Main(int argc, char** argv) {
@@ -187,7 +204,8 @@ int Main(int argc, char** argv) {
   }
   if (gemm) {
     CublasHandle cublas(stream.get());
-    for (const GemmShape& sh : kGemmShapes) RunGemm(sh, reps, stream, cublas, rng);
+    LtGemm lt;
+    for (const GemmShape& sh : kGemmShapes) RunGemm(sh, reps, stream, cublas, lt, rng);
   }
   return 0;
 }

@@ -3,9 +3,9 @@
 
 Times torch's scaled_dot_product_attention (causal, fp16) with the FlashAttention-2 and cuDNN
 backends, and fp16 GEMMs through torch.matmul (A[m,k] @ B[k,n]) and F.linear (A[m,k] @ W[n,k]^T,
-strata's layout), each the median of CUDA-event timings after a warm-up. Prints the RESULT lines of
-prefill_bench (kernel=torch_sdpa_flash, torch_sdpa_cudnn, torch_matmul, torch_linear) so that
-one call runs both and the ratios come from one card.
+strata's layout; without and with a bias), each the median of CUDA-event timings after a warm-up.
+Prints the RESULT lines of prefill_bench (kernel=torch_sdpa_flash, torch_sdpa_cudnn, torch_matmul,
+torch_linear, torch_linear_bias) so that one call runs both and the ratios come from one card.
 
 Usage: python3 bench/cuda/prefill_reference.py [--quick]
 """
@@ -70,13 +70,15 @@ def gemm(reps):
         a = torch.randn(m, k, device="cuda", dtype=torch.float16)
         b = torch.randn(k, n, device="cuda", dtype=torch.float16)
         w = torch.randn(n, k, device="cuda", dtype=torch.float16)
+        bias = torch.randn(n, device="cuda", dtype=torch.float16)
         flops = 2.0 * m * n * k
         for name, fn in (("torch_matmul", lambda: torch.matmul(a, b)),
-                         ("torch_linear", lambda: F.linear(a, w))):
+                         ("torch_linear", lambda: F.linear(a, w)),
+                         ("torch_linear_bias", lambda: F.linear(a, w, bias))):
             ms = median_ms(fn, 5, reps)
             print(f"RESULT kernel={name} m={m} n={n} k={k} ms={ms:.4f} "
                   f"tflops={flops / ms / 1e9:.1f}", flush=True)
-        del a, b, w
+        del a, b, w, bias
 
 
 def main():

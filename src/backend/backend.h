@@ -106,6 +106,14 @@ class Backend {
   // kF32 when x is not (the logits).
   virtual void Linear(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,
                       const DeviceWeight& bias, DeviceSpan y) = 0;
+  // The same followed by ReLU on y, as one op so that a device can apply it while the GEMM writes
+  // y (ReLU commutes with rounding: the values are those of Linear then Activate). Default:
+  // exactly that pair.
+  virtual void LinearRelu(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,
+                          const DeviceWeight& bias, DeviceSpan y) {
+    Linear(stream, x, m, w, bias, y);
+    Activate(stream, ActivationKind::kRelu, y);
+  }
   // out[i] = table row ids[i], for each of the ids. REQUIRES (checked): every id in
   // [0, table.rows).
   virtual void Embed(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,

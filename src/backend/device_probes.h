@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace strata::profile {
 
@@ -18,9 +20,13 @@ struct DeviceRates {
   double d2h_gbps = 0;           // device -> pinned host
   double d2d_gbps = 0;           // device -> device copy, bytes copied per second
   double memory_gbps = 0;        // device memory: bytes read plus written per second by that copy
-  double prefill_tflops = 0;     // fp16 cuBLAS GEMM, 512 x 4096 x 4096, fp32 accumulation,
-                                 // fp16 output
+  double prefill_tflops = 0;     // fp16 GEMM, 512 x 4096 x 4096, fp32 accumulation, fp16
+                                 // output, as the backend's Linears run it (cuBLASLt)
   double decode_tflops = 0;      // the same at 16 rows
+  // (rows, TFLOPS) for rows 1, 2, 4, ... 8192: a transformer layer's six Linears (q, k, v, out,
+  // FFN up and down at OPT-30B's widths, hidden 7168 and FFN 28672: the FlexGen benchmark's
+  // model) with biases, each GEMM of `rows` rows, on the backend's cuBLASLt path.
+  std::vector<std::pair<int64_t, double>> gemm_tflops_by_rows;
   double attention_gbps = 0;     // fp16-cache decode attention, cache bytes read per second
   double attention_q4_gbps = 0;  // 4-bit-cache decode attention
   double attention_prefill_tflops = 0;  // causal prefill attention, FlexGen's FLOP count

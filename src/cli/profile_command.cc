@@ -81,6 +81,10 @@ void UseDevice(const profile::DeviceRates& d, HardwareSpec& hw) {
   hw.gpu_memory_gbps = d.memory_gbps;
   hw.gpu_prefill_tflops = d.prefill_tflops;
   hw.gpu_decode_tflops = d.decode_tflops;
+  hw.gpu_gemm_tflops_by_rows.clear();
+  for (const auto& [rows, tflops] : d.gemm_tflops_by_rows) {
+    hw.gpu_gemm_tflops_by_rows.push_back({rows, Round4(tflops)});
+  }
   hw.gpu_attention_gbps = d.attention_gbps;
   hw.gpu_attention_q4_gbps = d.attention_q4_gbps;
   hw.gpu_attention_prefill_tflops = d.attention_prefill_tflops;
@@ -167,7 +171,8 @@ int ProfileCommand(const ProfileOptions& o) {
   if (device) {
     UseDevice(*device, hw);
     hw.description = "measured by strata profile on " + HostName() + " with " + device->name +
-                     " (pinned cudaMemcpyAsync, fp16 cuBLAS GEMMs, strata's CUDA kernels); " +
+                     " (pinned cudaMemcpyAsync, fp16 cuBLASLt GEMMs as the Linears run them, by "
+                     "rows at OPT-30B's layer shapes, strata's CUDA kernels); " +
                      disk_text;
   } else {
     MeasureEmulatedDevice(available, hw);

@@ -140,18 +140,19 @@ void Transformer::MlpLayer(Stream& stream, const DeviceLayerWeights& w, int rows
     backend_.RmsNorm(stream, hidden, w.mlp_norm, c.norm_eps, rows, c.hidden_size, normed);
   }
   const DeviceSpan up = RowsOf(up_, rows, c.intermediate_size, activations_);
-  backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
   DeviceSpan act = up;
   if (c.gated_mlp) {
+    backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
     const DeviceSpan gate = RowsOf(gate_, rows, c.intermediate_size, activations_);
     backend_.Linear(stream, normed, rows, w.w_gate, w.b_gate, gate);
     backend_.SiluMul(stream, gate, up);
     act = gate;
+  } else if (c.activation == Activation::kGelu) {
+    // Not in the GEMM's epilogue: cuBLASLt's GELU is the tanh approximation, the models' the erf.
+    backend_.Linear(stream, normed, rows, w.w_up, w.b_up, up);
+    backend_.Activate(stream, ActivationKind::kGelu, up);
   } else {
-    backend_.Activate(stream,
-                      c.activation == Activation::kGelu ? ActivationKind::kGelu
-                                                        : ActivationKind::kRelu,
-                      up);
+    backend_.LinearRelu(stream, normed, rows, w.w_up, w.b_up, up);
   }
   const DeviceSpan proj = RowsOf(proj_, rows, c.hidden_size, activations_);
   backend_.Linear(stream, act, rows, w.w_down, w.b_down, proj);

@@ -64,7 +64,7 @@ TEST(CudaActivationTypeTest, HalfByDefaultBf16ForBf16WeightsFp32OnRequest) {
 
 // Weights of the activations' type (the GEMM on them as they are), of fp32 and of the other half
 // type (rounded into scratch first); y of the activations' type and fp32 (the logits); with and
-// without bias.
+// without bias; Linear and LinearRelu (cuBLASLt's epilogues against the CPU's Linear then ReLU).
 TEST_F(CudaHalfActivationsTest, LinearMatchesCpu) {
   std::mt19937_64 rng(TestSeed());
   SCOPED_TRACE(TestSeed());
@@ -78,27 +78,39 @@ TEST_F(CudaHalfActivationsTest, LinearMatchesCpu) {
       for (SpanType weight : {act, SpanType::kF32, other}) {
         for (SpanType y_type : {act, SpanType::kF32}) {
           for (bool with_bias : {false, true}) {
-            SCOPED_TRACE(::testing::Message()
-                         << c.m << "x" << c.in << "x" << c.out << " x " << SpanTypeName(act)
-                         << " w " << SpanTypeName(weight) << " y " << SpanTypeName(y_type)
-                         << " bias " << with_bias);
-            const DType dtype = DTypeOf(weight);
-            const HostWeight w = MakeWeight(rng, static_cast<size_t>(c.out) * c.in, dtype, 0.05f);
-            const HostWeight b = MakeWeight(rng, static_cast<size_t>(c.out), dtype, 0.1f);
-            const std::vector<float> x =
-                RoundedTo(RandomNormals(rng, static_cast<size_t>(c.m) * c.in), act);
-            auto linear = [&](Backend& backend, BackendWorkspace& ws, SpanType x_type,
-                              SpanType out_type) {
-              ws.Reset();
-              const DeviceSpan y = ws.Activations(static_cast<size_t>(c.m) * c.out, out_type);
-              backend.Linear(ws.stream(), ws.Activations(x, x_type), c.m,
-                             ws.Weight(w, dtype, c.out, c.in),
-                             with_bias ? ws.Weight(b, dtype, c.out) : DeviceWeight{}, y);
-              return ws.Read(y);
-            };
-            const std::vector<float> want = linear(*cpu_, *host_, SpanType::kF32, SpanType::kF32);
-            const std::vector<float> got = linear(*gpu_, *dev_, act, y_type);
-            EXPECT_LT(NormalizedError(ToDouble(want), got), HalfError(act));
+            for (bool relu : {false, true}) {
+              SCOPED_TRACE(::testing::Message()
+                           << c.m << "x" << c.in << "x" << c.out << " x " << SpanTypeName(act)
+                           << " w " << SpanTypeName(weight) << " y " << SpanTypeName(y_type)
+                           << " bias " << with_bias << " relu " << relu);
+              const DType dtype = DTypeOf(weight);
+              const HostWeight w =
+                  MakeWeight(rng, static_cast<size_t>(c.out) * c.in, dtype, 0.05f);
+              const HostWeight b = MakeWeight(rng, static_cast<size_t>(c.out), dtype, 0.1f);
+              const std::vector<float> x =
+                  RoundedTo(RandomNormals(rng, static_cast<size_t>(c.m) * c.in), act);
+              auto linear = [&](Backend& backend, BackendWorkspace& ws, SpanType x_type,
+                                SpanType out_type) {
+                ws.Reset();
+                const DeviceSpan y = ws.Activations(static_cast<size_t>(c.m) * c.out, out_type);
+                const DeviceWeight wd = ws.Weight(w, dtype, c.out, c.in);
+                const DeviceWeight bd = with_bias ? ws.Weight(b, dtype, c.out) : DeviceWeight{};
+                const DeviceSpan xd = ws.Activations(x, x_type);
+                if (relu) {
+                  backend.LinearRelu(ws.stream(), xd, c.m, wd, bd, y);
+                } else {
+                  backend.Linear(ws.stream(), xd, c.m, wd, bd, y);
+                }
+                return ws.Read(y);
+              };
+              const std::vector<float> want =
+                  linear(*cpu_, *host_, SpanType::kF32, SpanType::kF32);
+              const std::vector<float> got = linear(*gpu_, *dev_, act, y_type);
+              EXPECT_LT(NormalizedError(ToDouble(want), got), HalfError(act));
+              if (relu) {
+                for (size_t i = 0; i < got.size(); ++i) ASSERT_GE(got[i], 0.0f) << i;
+              }
+            }
           }
         }
       }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "kernels/cuda/decode_q4c_params.h"
@@ -14,6 +15,7 @@
 #include "policy/plan.h"
 #include "src/backend/cuda/cuda_scratch.h"
 #include "src/backend/cuda/cuda_status.h"
+#include "src/backend/cuda/gemm_plans.h"
 #include "src/backend/memory.h"
 #include "src/memory/placement.h"
 #include "src/model/model.h"
@@ -67,6 +69,7 @@ TEST(CudaScratchTest, TheFixtureGivesTheBuffersItsOpsUse) {
   EXPECT_EQ(s.bytes_of(B::kSamplingWorkspace), 12345u);
   EXPECT_EQ(s.bytes_of(B::kResults), 4u * 8);
   EXPECT_EQ(s.bytes_of(B::kRoundedWeight), 0u);     // fp32 activations
+  EXPECT_EQ(s.bytes_of(B::kLinearBias), 0u);        // likewise (biases widen to fp32)
   EXPECT_EQ(s.bytes_of(B::kWideActivations0), 0u);  // likewise
   // Each rounded up to 256 bytes, one after another.
   EXPECT_EQ(s.total_bytes,
@@ -158,6 +161,8 @@ TEST(CudaScratchTest, HalfActivationsRoundOnlyWeightsOfAnotherType) {
       EXPECT_EQ(s.bytes_of(B::kRoundedX), 0u);
       EXPECT_EQ(s.bytes_of(B::kWidenedMatrix), 0u);
       EXPECT_EQ(s.bytes_of(B::kWidenedVector0), 0u);  // norm weights and biases are fp32
+      // The fp32 biases rounded to the activations' type for cuBLASLt's epilogue.
+      EXPECT_EQ(s.bytes_of(B::kLinearBias), static_cast<uint64_t>(l.linear_out) * 2);
     }
   }
   auto bf16 = Load("llama-gqa");  // BF16 weights
@@ -344,6 +349,87 @@ TEST(GemmChoiceDeathTest, AWeightOrActivationsOfAnotherTypeIsABug) {
   EXPECT_DEATH(ChooseGemm(SpanType::kF32, SpanType::kQ4, false, 1, 64, 64), "not F32, F16 or BF16");
   EXPECT_DEATH(ChooseGemm(SpanType::kBytes, SpanType::kF16, false, 1, 64, 64),
                "activations are not F32, F16 or BF16");
+}
+
+// ---- cuBLASLt's GEMMs: which run there, their epilogues, the keys of their kept plans ----
+
+TEST(LtGemmPlanTest, EveryHalfInputPathRunsOnCublasLtAndTheFp32OnesDoNot) {
+  EXPECT_TRUE(RunsOnLt(GemmPath::kHalfTensorCore));
+  EXPECT_TRUE(RunsOnLt(GemmPath::kHalf));
+  EXPECT_TRUE(RunsOnLt(GemmPath::kRoundedWeight));
+  EXPECT_FALSE(RunsOnLt(GemmPath::kFp32));
+  EXPECT_FALSE(RunsOnLt(GemmPath::kWidenedFp32));
+}
+
+TEST(LtGemmPlanTest, TheEpilogueAddsTheBiasThenTheRelu) {
+  EXPECT_EQ(EpilogueOf(false, false), GemmEpilogue::kNone);
+  EXPECT_EQ(EpilogueOf(true, false), GemmEpilogue::kBias);
+  EXPECT_EQ(EpilogueOf(false, true), GemmEpilogue::kRelu);
+  EXPECT_EQ(EpilogueOf(true, true), GemmEpilogue::kBiasRelu);
+  EXPECT_STREQ(GemmEpilogueName(GemmEpilogue::kBiasRelu), "bias_relu");
+}
+
+void* Address(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+TEST(LtGemmPlanTest, AlignmentIsTheLargestPowerOfTwoUpTo256) {
+  EXPECT_EQ(AlignmentOf(nullptr), 256u);
+  EXPECT_EQ(AlignmentOf(Address(0x7f0000001000)), 256u);
+  EXPECT_EQ(AlignmentOf(Address(0x7f0000001080)), 128u);
+  EXPECT_EQ(AlignmentOf(Address(0x7f0000001010)), 16u);
+  EXPECT_EQ(AlignmentOf(Address(0x7f0000001002)), 2u);
+  EXPECT_EQ(AlignmentOf(Address(0x7f0000001001)), 1u);
+}
+
+// A key holds the shape, the types, the epilogue and each operand's alignment: a change in any
+// one of them is another key (another plan); the same GEMM on other aligned buffers is the same.
+TEST(LtGemmPlanTest, AKeyIsItsShapeTypesEpilogueAndAlignments) {
+  const GemmOperands base{Address(0x1000), Address(0x2000), nullptr, Address(0x3000)};
+  const LtGemmKey key = LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, base);
+  EXPECT_EQ(key.m, 8);
+  EXPECT_EQ(key.n, 512);
+  EXPECT_EQ(key.k, 64);
+  EXPECT_EQ(key.epilogue, GemmEpilogue::kNone);
+  EXPECT_EQ(key.x_alignment, 256u);
+  const GemmOperands moved{Address(0x9000), Address(0xa000), nullptr, Address(0xb000)};
+  EXPECT_EQ(LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, moved), key);
+  EXPECT_EQ(LtGemmKeyHash{}(LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, moved)),
+            LtGemmKeyHash{}(key));
+
+  GemmOperands with_bias = base;
+  with_bias.bias = Address(0x4008);
+  GemmOperands shifted_x = base;
+  shifted_x.x = Address(0x1002);
+  GemmOperands shifted_y = base;
+  shifted_y.y = Address(0x3040);
+  const LtGemmKey others[] = {
+      LtGemmKeyOf(9, 512, 64, SpanType::kF16, SpanType::kF16, false, base),
+      LtGemmKeyOf(8, 513, 64, SpanType::kF16, SpanType::kF16, false, base),
+      LtGemmKeyOf(8, 512, 65, SpanType::kF16, SpanType::kF16, false, base),
+      LtGemmKeyOf(8, 512, 64, SpanType::kBF16, SpanType::kBF16, false, base),
+      LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF32, false, base),
+      LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, true, base),
+      LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, with_bias),
+      LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, shifted_x),
+      LtGemmKeyOf(8, 512, 64, SpanType::kF16, SpanType::kF16, false, shifted_y),
+  };
+  std::unordered_set<LtGemmKey, LtGemmKeyHash> keys = {key};
+  for (const LtGemmKey& other : others) {
+    EXPECT_FALSE(other == key);
+    keys.insert(other);
+  }
+  EXPECT_EQ(keys.size(), 1 + std::size(others));
+  EXPECT_EQ(others[6].epilogue, GemmEpilogue::kBias);
+  EXPECT_EQ(others[6].bias_alignment, 8u);
+  EXPECT_EQ(others[7].x_alignment, 2u);
+  EXPECT_EQ(others[8].y_alignment, 64u);
+}
+
+TEST(LtGemmPlanDeathTest, Fp32InputsOrAnOutputOfAThirdTypeIsABug) {
+  const GemmOperands o{Address(0x1000), Address(0x2000), nullptr, Address(0x3000)};
+  EXPECT_DEATH(LtGemmKeyOf(8, 64, 64, SpanType::kF32, SpanType::kF32, false, o),
+               "inputs are not fp16 or bf16");
+  EXPECT_DEATH(LtGemmKeyOf(8, 64, 64, SpanType::kF16, SpanType::kBF16, false, o),
+               "neither fp32 nor of its inputs' type");
 }
 
 // ---- CUDA errors as Status ----

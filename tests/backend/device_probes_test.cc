@@ -26,6 +26,14 @@ TEST(DeviceProbesTest, MeasuresTheGpuOrSaysWhyNot) {
   // Device memory is faster than PCIe, and a 512-row GEMM does more per second than a 16-row one.
   EXPECT_GT(d->d2d_gbps, d->h2d_gbps);
   EXPECT_GT(d->prefill_tflops, d->decode_tflops);
+  // The GEMM curve: rows 1, 2, 4, ... 8192, each rate positive; 8,192 rows a GEMM do far more per
+  // second than one (a one-row GEMM reads every weight for two FLOPs each).
+  ASSERT_EQ(d->gemm_tflops_by_rows.size(), 14u);
+  for (size_t i = 0; i < d->gemm_tflops_by_rows.size(); ++i) {
+    EXPECT_EQ(d->gemm_tflops_by_rows[i].first, int64_t{1} << i);
+    EXPECT_GT(d->gemm_tflops_by_rows[i].second, 0);
+  }
+  EXPECT_GT(d->gemm_tflops_by_rows.back().second, 20 * d->gemm_tflops_by_rows.front().second);
   // Decode attention is bounded by device memory. A kernel that only reads can beat the copy's
   // reads plus writes (on the H200 on 2026-11-26: fp16 attention 4253 GB/s, the copy 4057), so
   // the bound holds within 25%; a probe that timed nothing, or the wrong bytes, lands far past it.

@@ -336,5 +336,51 @@ TEST(CostModelTest, InputEmbeddingGathersTheRowsOfTheBlocksTokens) {
   EXPECT_EQ(gpu.prefill.input.h2d_s + gpu.decode.input.h2d_s, 0);
 }
 
+// With a GEMM rate curve each GEMM runs at the curve's rate for its rows: a micro-batch's prompt
+// tokens at the prefill, its sequences in decode and in the output layer. Without one, the
+// prefill and decode rates whatever the rows. Written out for tinyllama-1.1b (44.0 M-parameter
+// layers, a 65.5 M-parameter output projection) all on the GPU, with a memory bandwidth that keeps
+// every GEMM compute-bound.
+TEST(CostModelTest, GemmsRunAtTheCurvesRateForTheirRows) {
+  const ModelSpec m = Preset("tinyllama-1.1b");
+  const double layer = 2048.0 * 2048 * 2 + 2048.0 * 256 * 2 + 2048.0 * 5632 * 3;
+  const double output = 32000.0 * 2048;
+  // GEMM seconds of a layer step: two FLOPs per parameter and row, for all of a block's rows.
+  const auto gemm_s = [](double rows, double params, double tflops) {
+    return 2 * rows * params / (tflops * 1e12);
+  };
+  HardwareSpec hw = FlexGenT4();
+  hw.gpu_memory_gbps = 1e9;
+  const Workload w{64, 8, 0};
+  const Plan narrow = Split(100, 0, 100, 0, 2, 2);  // 2 micro-batches of 2 sequences
+  const Plan wide = Split(100, 0, 100, 0, 8, 2);    // 2 micro-batches of 8 sequences
+
+  const CostEstimate plain = EstimateCost(m, w, narrow, hw);
+  const double prefill_s = gemm_s(4 * 64, layer, 21.24);
+  EXPECT_NEAR(plain.prefill.layer.gpu_gemm_s, prefill_s, 1e-9 * prefill_s);
+  EXPECT_NEAR(plain.decode.layer.gpu_gemm_s, gemm_s(4, layer, 4.3), 1e-9 * gemm_s(4, layer, 4.3));
+  const CostEstimate plain_wide = EstimateCost(m, w, wide, hw);
+  EXPECT_NEAR(plain_wide.decode.layer.gpu_gemm_s, 4 * plain.decode.layer.gpu_gemm_s,
+              1e-9 * plain_wide.decode.layer.gpu_gemm_s);
+
+  // 128 rows (2 x 64 prompt tokens) at four times the prefill rate; 2 rows at 1 + 7 * 1/4 =
+  // 2.75 TFLOPS, 8 at 1 + 7 * 3/4 = 6.25; 512 (8 x 64) two thirds of the way from 128 to 1024.
+  hw.gpu_gemm_tflops_by_rows = {{1, 1}, {16, 8}, {128, 4 * 21.24}, {1024, 8 * 21.24}};
+  const CostEstimate curved = EstimateCost(m, w, narrow, hw);
+  EXPECT_NEAR(curved.prefill.layer.gpu_gemm_s, prefill_s / 4, 1e-9 * prefill_s);
+  const double decode_s = gemm_s(4, layer, 2.75), output_s = gemm_s(4, output, 2.75);
+  EXPECT_NEAR(curved.decode.layer.gpu_gemm_s, decode_s, 1e-9 * decode_s);
+  EXPECT_NEAR(curved.decode.output.gpu_gemm_s, output_s, 1e-9 * output_s);
+  // The output layer computes one row per sequence at the prefill too.
+  EXPECT_NEAR(curved.prefill.output.gpu_gemm_s, output_s, 1e-9 * output_s);
+
+  const CostEstimate curved_wide = EstimateCost(m, w, wide, hw);
+  const double wide_s = gemm_s(16, layer, 6.25);
+  EXPECT_NEAR(curved_wide.decode.layer.gpu_gemm_s, wide_s, 1e-9 * wide_s);
+  EXPECT_LT(curved_wide.decode.layer.gpu_gemm_s / 16, curved.decode.layer.gpu_gemm_s / 4);
+  const double wide_prefill_s = gemm_s(16 * 64, layer, (4 + 4 * 2.0 / 3) * 21.24);
+  EXPECT_NEAR(curved_wide.prefill.layer.gpu_gemm_s, wide_prefill_s, 1e-9 * wide_prefill_s);
+}
+
 }  // namespace
 }  // namespace strata

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "policy/model_spec.h"
 
 namespace strata {
@@ -151,6 +153,129 @@ TEST(HardwareSpecTest, WriteWaitIsOptionalAndNonNegative) {
   EXPECT_NE(Error(Replace(with, "disk_write_wait_bytes: 4855553", "disk_write_wait_bytes: 5M"))
                 .find("disk_write_wait_bytes"),
             std::string::npos);
+}
+
+// The GEMM rate curve: absent from FlexGen's profile, read in any order and kept sorted by rows,
+// written back as one flow map.
+TEST(HardwareSpecTest, GemmRateCurveIsSortedAndRoundTrips) {
+  Result<HardwareSpec> plain = ParseHardwareSpecYaml(T4FlexGenText(), "<test>");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_TRUE(plain->gpu_gemm_tflops_by_rows.empty());
+  EXPECT_EQ(T4FlexGenText().find("gpu_gemm_tflops_by_rows"), std::string::npos);
+
+  Result<HardwareSpec> hw = ParseHardwareSpecYaml(
+      T4FlexGenText() + "gpu_gemm_tflops_by_rows: {512: 441.5, 1: 0.9, 16: 14.2}\n", "<test>");
+  ASSERT_TRUE(hw.ok()) << hw.status().ToString();
+  const std::vector<GemmRate>& curve = hw->gpu_gemm_tflops_by_rows;
+  ASSERT_EQ(curve.size(), 3u);
+  EXPECT_EQ(curve[0].rows, 1);
+  EXPECT_DOUBLE_EQ(curve[0].tflops, 0.9);
+  EXPECT_EQ(curve[1].rows, 16);
+  EXPECT_DOUBLE_EQ(curve[1].tflops, 14.2);
+  EXPECT_EQ(curve[2].rows, 512);
+  EXPECT_DOUBLE_EQ(curve[2].tflops, 441.5);
+
+  const std::string with = HardwareSpecToYaml(*hw);
+  EXPECT_NE(with.find("\ngpu_gemm_tflops_by_rows: {1: 0.9, 16: 14.2, 512: 441.5}\n"),
+            std::string::npos)
+      << with;
+  Result<HardwareSpec> back = ParseHardwareSpecYaml(with, "<test>");
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->gpu_gemm_tflops_by_rows.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(back->gpu_gemm_tflops_by_rows[i].rows, curve[i].rows);
+    EXPECT_EQ(back->gpu_gemm_tflops_by_rows[i].tflops, curve[i].tflops);
+  }
+  EXPECT_EQ(HardwareSpecToYaml(*back), with);
+
+  // A block map reads the same; an empty one is no curve.
+  Result<HardwareSpec> block = ParseHardwareSpecYaml(
+      T4FlexGenText() + "gpu_gemm_tflops_by_rows:\n  16: 14.2\n  1: 0.9\n", "<test>");
+  ASSERT_TRUE(block.ok()) << block.status().ToString();
+  ASSERT_EQ(block->gpu_gemm_tflops_by_rows.size(), 2u);
+  EXPECT_EQ(block->gpu_gemm_tflops_by_rows[0].rows, 1);
+  EXPECT_EQ(block->gpu_gemm_tflops_by_rows[1].rows, 16);
+  Result<HardwareSpec> empty =
+      ParseHardwareSpecYaml(T4FlexGenText() + "gpu_gemm_tflops_by_rows: {}\n", "<test>");
+  ASSERT_TRUE(empty.ok()) << empty.status().ToString();
+  EXPECT_TRUE(empty->gpu_gemm_tflops_by_rows.empty());
+  EXPECT_EQ(HardwareSpecToYaml(*empty), T4FlexGenText());
+}
+
+TEST(HardwareSpecTest, BadGemmRateCurvesSayWhichKeyAndFile) {
+  const auto curve_error = [](const std::string& value) {
+    return Error(T4FlexGenText() + "gpu_gemm_tflops_by_rows: " + value + "\n");
+  };
+  const std::string key = "hw.yaml: key 'gpu_gemm_tflops_by_rows' ";
+  EXPECT_NE(curve_error("[1, 2]").find(key + "must be a map"), std::string::npos);
+  EXPECT_NE(curve_error("14.2").find(key + "must be a map"), std::string::npos);
+  for (const std::string rows : {"0", "-16", "1.5", "many", "[16]"}) {
+    EXPECT_NE(
+        curve_error("{" + rows + ": 14.2}").find(key + "must map whole numbers of at least 1"),
+        std::string::npos)
+        << rows;
+  }
+  EXPECT_NE(curve_error("{16: 0}").find(key + "must map 16 to a positive number, got '0'"),
+            std::string::npos);
+  EXPECT_NE(curve_error("{16: -2}").find(key + "must map 16 to a positive number, got '-2'"),
+            std::string::npos);
+  EXPECT_NE(curve_error("{16: fast}").find(key + "must map 16 to a positive number, got 'fast'"),
+            std::string::npos);
+  EXPECT_NE(curve_error("{16: }").find(key + "must map 16 to a positive number"),
+            std::string::npos);
+  EXPECT_NE(curve_error("{16: 14.2, 1: 0.9, 16: 15}").find(key + "maps 16 twice"),
+            std::string::npos);
+  EXPECT_NE(curve_error("{16: 14.2, 016: 15}").find(key + "maps 16 twice"), std::string::npos);
+}
+
+TEST(HardwareSpecTest, ValidateChecksTheGemmRateCurve) {
+  HardwareSpec hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>").value();
+  hw.gpu_gemm_tflops_by_rows = {{1, 0.9}, {16, 14.2}};
+  EXPECT_TRUE(hw.Validate().ok()) << hw.Validate().ToString();
+  const auto message = [&](std::vector<GemmRate> curve) {
+    hw.gpu_gemm_tflops_by_rows = std::move(curve);
+    const Status status = hw.Validate();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    return status.message();
+  };
+  EXPECT_NE(message({{16, 14.2}, {1, 0.9}}).find("gpu_gemm_tflops_by_rows"), std::string::npos);
+  EXPECT_NE(message({{16, 14.2}, {16, 15}}).find("strictly ascending order, got 16 after 16"),
+            std::string::npos);
+  EXPECT_NE(message({{0, 0.9}}).find("gpu_gemm_tflops_by_rows must have positive rows, got 0"),
+            std::string::npos);
+  EXPECT_NE(message({{1, 0.9}, {16, 0}}).find("gpu_gemm_tflops_by_rows must have positive rates"),
+            std::string::npos);
+  EXPECT_NE(message({{1, -1}}).find("gpu_gemm_tflops_by_rows"), std::string::npos);
+}
+
+// Linear in log(rows) between points, proportional to rows below the first, flat above the last;
+// the phase's scalar rate without a curve.
+TEST(HardwareSpecTest, GemmTflopsAtReadsTheCurve) {
+  HardwareSpec hw = ParseHardwareSpecYaml(T4FlexGenText(), "<test>").value();
+  EXPECT_EQ(hw.GemmTflopsAt(1, /*prefill=*/true), 21.24);
+  EXPECT_EQ(hw.GemmTflopsAt(4096, /*prefill=*/true), 21.24);
+  EXPECT_EQ(hw.GemmTflopsAt(1, /*prefill=*/false), 4.3);
+  EXPECT_EQ(hw.GemmTflopsAt(4096, /*prefill=*/false), 4.3);
+
+  hw.gpu_gemm_tflops_by_rows = {{16, 10}, {256, 50}};
+  for (bool prefill : {true, false}) {  // the curve serves both phases
+    EXPECT_EQ(hw.GemmTflopsAt(16, prefill), 10);
+    EXPECT_EQ(hw.GemmTflopsAt(256, prefill), 50);
+    EXPECT_NEAR(hw.GemmTflopsAt(64, prefill), 30, 1e-12);  // 10 + 40 * log(4) / log(16)
+    EXPECT_NEAR(hw.GemmTflopsAt(32, prefill), 20, 1e-12);
+    EXPECT_NEAR(hw.GemmTflopsAt(4, prefill), 2.5, 1e-12);  // 10 * 4 / 16
+    EXPECT_NEAR(hw.GemmTflopsAt(1, prefill), 0.625, 1e-12);
+    EXPECT_EQ(hw.GemmTflopsAt(257, prefill), 50);
+    EXPECT_EQ(hw.GemmTflopsAt(1e6, prefill), 50);
+  }
+
+  // Three points: each segment interpolates between its own ends.
+  hw.gpu_gemm_tflops_by_rows = {{1, 0.9}, {16, 14.2}, {512, 441.5}};
+  EXPECT_EQ(hw.GemmTflopsAt(16, false), 14.2);
+  EXPECT_NEAR(hw.GemmTflopsAt(4, false), (0.9 + 14.2) / 2, 1e-12);
+  EXPECT_NEAR(hw.GemmTflopsAt(std::sqrt(16.0 * 512), false), (14.2 + 441.5) / 2, 1e-9);
+  EXPECT_NEAR(hw.GemmTflopsAt(0.5, false), 0.45, 1e-12);
+  EXPECT_EQ(hw.GemmTflopsAt(512, false), 441.5);
 }
 
 }  // namespace

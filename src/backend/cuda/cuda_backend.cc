@@ -18,6 +18,8 @@
 #include "src/backend/cuda/cuda_scratch.h"
 #include "src/backend/cuda/cuda_status.h"
 #include "src/backend/cuda/gemm.h"
+#include "src/backend/cuda/gemm_lt.h"
+#include "src/backend/cuda/gemm_plans.h"
 #include "src/backend/cuda/ops.h"
 #include "src/backend/q4_sizes.h"
 #include "src/core/check.h"
@@ -42,6 +44,13 @@ ElemType ElemTypeOf(SpanType type) {
   return type == SpanType::kF32   ? ElemType::kF32
          : type == SpanType::kF16 ? ElemType::kF16
                                   : ElemType::kBF16;
+}
+
+// The span type of a kernels' element type.
+SpanType SpanTypeOfElem(ElemType type) {
+  return type == ElemType::kF32   ? SpanType::kF32
+         : type == ElemType::kF16 ? SpanType::kF16
+                                  : SpanType::kBF16;
 }
 
 // Activations as the kernels see them: device data of one element type.
@@ -268,50 +277,14 @@ class CudaBackend final : public Backend {
     return Status::Ok();
   }
 
-  void Linear(Stream& stream, DeviceSpan x_span, int m, const DeviceWeight& w,
-              const DeviceWeight& bias, DeviceSpan y_span) override {
-    const cudaStream_t s = CudaStreamOf(stream);
-    const int out = static_cast<int>(w.rows);
-    const int in = static_cast<int>(w.cols);
-    const Activations x = ActivationsOf(x_span, int64_t{m} * in);
-    const Activations y = ActivationsOf(y_span, int64_t{m} * out);
-    STRATA_CHECK_MSG(y.type == x.type || y.type == ElemType::kF32,
-                     "Linear's y is neither of x's type nor fp32");
-    DeviceTensor wd = Elements(w);
-    const GemmChoice gemm =
-        ChooseGemm(x_span.type(), w.data.type(), options_.fp32_gemm, m, in, out);
-    const void* a = x.data;
-    switch (gemm.path) {
-      case GemmPath::kFp32:
-      case GemmPath::kHalf:
-        break;
-      case GemmPath::kWidenedFp32:
-        wd = {Widen(wd, w.numel(), Buffer(CudaScratchBuffer::kWidenedMatrix), s), ElemType::kF32};
-        break;
-      case GemmPath::kHalfTensorCore: {
-        void* rounded = Buffer(CudaScratchBuffer::kRoundedX).Get(gemm.rounded_x_bytes);
-        STRATA_CUDA_CHECK(
-            cuda_ops::Convert(x.data, ElemType::kF32, int64_t{m} * in, wd.type, rounded, s));
-        a = rounded;
-        break;
-      }
-      case GemmPath::kRoundedWeight: {
-        void* rounded = Buffer(CudaScratchBuffer::kRoundedWeight).Get(gemm.rounded_weight_bytes);
-        STRATA_CUDA_CHECK(cuda_ops::Convert(wd.data, wd.type, w.numel(), x.type, rounded, s));
-        wd = {rounded, x.type};
-        break;
-      }
-    }
-    blas_.SetStream(s, Buffer(CudaScratchBuffer::kCublasWorkspace).Get(kCublasWorkspaceBytes),
-                    kCublasWorkspaceBytes);
-    if (y.type == ElemType::kF32) {
-      GemmNT(blas_, m, out, in, wd.type, a, wd.data, static_cast<float*>(y.data), out, false);
-    } else {
-      GemmNTHalfOut(blas_, m, out, in, wd.type, a, wd.data, y.data, out);
-    }
-    if (bias.present()) {
-      STRATA_CUDA_CHECK(cuda_ops::AddBias(y.type, y.data, Vector(bias, out, 0, s), m, out, s));
-    }
+  void Linear(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w, const DeviceWeight& bias,
+              DeviceSpan y) override {
+    RunLinear(stream, x, m, w, bias, y, /*relu=*/false);
+  }
+
+  void LinearRelu(Stream& stream, DeviceSpan x, int m, const DeviceWeight& w,
+                  const DeviceWeight& bias, DeviceSpan y) override {
+    RunLinear(stream, x, m, w, bias, y, /*relu=*/true);
   }
 
   void Embed(Stream& stream, const DeviceWeight& table, std::span<const int32_t> ids,
@@ -804,6 +777,76 @@ class CudaBackend final : public Backend {
 
   // A vector weight of `n` elements as fp32: in place when it is F32, else widened into scratch
   // slot `slot` (two, so that a weight and a bias can be live at once).
+  // y = x w^T (+ bias), then ReLU when relu: the GEMM on ChooseGemm's path; the tensor-core ones
+  // on cuBLASLt with the bias and the ReLU in its epilogue (rounded once), the fp32 ones, and any
+  // shape cuBLASLt has no algorithm for, on cublasGemmEx with kernels after it.
+  void RunLinear(Stream& stream, DeviceSpan x_span, int m, const DeviceWeight& w,
+                 const DeviceWeight& bias, DeviceSpan y_span, bool relu) {
+    const cudaStream_t s = CudaStreamOf(stream);
+    const int out = static_cast<int>(w.rows);
+    const int in = static_cast<int>(w.cols);
+    const Activations x = ActivationsOf(x_span, int64_t{m} * in);
+    const Activations y = ActivationsOf(y_span, int64_t{m} * out);
+    STRATA_CHECK_MSG(y.type == x.type || y.type == ElemType::kF32,
+                     "Linear's y is neither of x's type nor fp32");
+    DeviceTensor wd = Elements(w);
+    const GemmChoice gemm =
+        ChooseGemm(x_span.type(), w.data.type(), options_.fp32_gemm, m, in, out);
+    const void* a = x.data;
+    switch (gemm.path) {
+      case GemmPath::kFp32:
+      case GemmPath::kHalf:
+        break;
+      case GemmPath::kWidenedFp32:
+        wd = {Widen(wd, w.numel(), Buffer(CudaScratchBuffer::kWidenedMatrix), s), ElemType::kF32};
+        break;
+      case GemmPath::kHalfTensorCore: {
+        void* rounded = Buffer(CudaScratchBuffer::kRoundedX).Get(gemm.rounded_x_bytes);
+        STRATA_CUDA_CHECK(
+            cuda_ops::Convert(x.data, ElemType::kF32, int64_t{m} * in, wd.type, rounded, s));
+        a = rounded;
+        break;
+      }
+      case GemmPath::kRoundedWeight: {
+        void* rounded = Buffer(CudaScratchBuffer::kRoundedWeight).Get(gemm.rounded_weight_bytes);
+        STRATA_CUDA_CHECK(cuda_ops::Convert(wd.data, wd.type, w.numel(), x.type, rounded, s));
+        wd = {rounded, x.type};
+        break;
+      }
+    }
+    void* workspace = Buffer(CudaScratchBuffer::kCublasWorkspace).Get(kCublasWorkspaceBytes);
+    if (RunsOnLt(gemm.path) && m > 0 && out > 0 && in > 0) {
+      const GemmOperands operands{a, wd.data,
+                                  bias.present() ? BiasOfType(bias, out, y.type, s) : nullptr,
+                                  y.data};
+      const LtGemmKey key = LtGemmKeyOf(m, out, in, SpanTypeOfElem(wd.type), y_span.type(), relu,
+                                        operands);
+      if (lt_.Run(key, operands, workspace, kCublasWorkspaceBytes, s)) return;
+    }
+    blas_.SetStream(s, workspace, kCublasWorkspaceBytes);
+    if (y.type == ElemType::kF32) {
+      GemmNT(blas_, m, out, in, wd.type, a, wd.data, static_cast<float*>(y.data), out, false);
+    } else {
+      GemmNTHalfOut(blas_, m, out, in, wd.type, a, wd.data, y.data, out);
+    }
+    if (bias.present()) {
+      STRATA_CUDA_CHECK(cuda_ops::AddBias(y.type, y.data, Vector(bias, out, 0, s), m, out, s));
+    }
+    if (relu) STRATA_CUDA_CHECK(cuda_ops::Relu(y.type, y.data, int64_t{m} * out, s));
+  }
+
+  // The n values of a bias in `type`, as cuBLASLt's epilogue reads it (of y's type): the weight
+  // itself when it is of that type, else widened (fp32) or rounded (kLinearBias) on stream s.
+  const void* BiasOfType(const DeviceWeight& bias, int64_t n, ElemType type, cudaStream_t s) {
+    STRATA_CHECK(bias.numel() == n);
+    const DeviceTensor t = Elements(bias);
+    if (t.type == type) return t.data;
+    if (type == ElemType::kF32) return Vector(bias, n, 0, s);
+    void* rounded = Buffer(CudaScratchBuffer::kLinearBias).Get(n * sizeof(uint16_t));
+    STRATA_CUDA_CHECK(cuda_ops::Convert(t.data, t.type, n, type, rounded, s));
+    return rounded;
+  }
+
   const float* Vector(const DeviceWeight& v, int64_t n, int slot, cudaStream_t s) {
     STRATA_CHECK(v.numel() == n);
     const DeviceTensor t = Elements(v);
@@ -823,6 +866,7 @@ class CudaBackend final : public Backend {
 
   CudaBackendOptions options_;
   CublasHandle blas_;  // set to each Linear's stream, with the kCublasWorkspace buffer
+  LtGemm lt_;          // the tensor-core Linears' GEMMs, with that buffer as their workspace
   // The scratch buffers (cuda_scratch.h), pieces of scratch_ once ReserveScratch has run, else
   // grown on demand (growing frees the old buffer, which waits for the device, so no queued op
   // still reads it).

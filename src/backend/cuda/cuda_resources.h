@@ -126,6 +126,9 @@ class CublasHandle {
 
   cublasHandle_t get() const { return handle_; }
   cudaStream_t stream() const { return stream_; }
+  // The handle's own workspace, kDefaultWorkspaceBytes or what the constructor was given (null for
+  // 0): cuBLASLt GEMMs queued beside this handle's on its stream may share it.
+  void* workspace() const { return workspace_.get(); }
   // Later work runs on `stream`, still with this handle's workspace (cublasSetStream alone would
   // drop it for the default pool). REQUIRES: work queued on the previous stream through this handle
   // does not overlap the new stream's (they share the workspace).

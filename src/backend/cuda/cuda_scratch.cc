@@ -117,6 +117,7 @@ const char* CudaScratchBufferName(CudaScratchBuffer buffer) {
     case CudaScratchBuffer::kRoundedWeight: return "rounded_weight";
     case CudaScratchBuffer::kWideActivations0: return "wide_activations.0";
     case CudaScratchBuffer::kWideActivations1: return "wide_activations.1";
+    case CudaScratchBuffer::kLinearBias: return "linear_bias";
   }
   return "?";
 }
@@ -163,6 +164,7 @@ CudaScratchLayout CudaScratchLayoutFor(const OpLimits& l, bool fp32_gemm,
     }
   } else {
     set(CudaScratchBuffer::kRoundedWeight, U(l.rounded_weight_elements) * sizeof(uint16_t));
+    set(CudaScratchBuffer::kLinearBias, U(l.linear_out) * sizeof(uint16_t));
   }
   if (l.half_weights) {
     const uint64_t vector = std::max(U(l.linear_in), U(l.linear_out)) * sizeof(float);

@@ -66,8 +66,10 @@ enum class CudaScratchBuffer {
   kWideActivations0,   // fp16/bf16 activations widened to fp32 for the kernels that take fp32:
   kWideActivations1,   // the 4-bit cache ops' k_new and v_new, or q and out; Attention's fp16
                        // decode q and out (two live at once)
+  kLinearBias,  // Linear with fp16/bf16 activations: a bias of another type in theirs, as
+                // cuBLASLt's bias epilogue reads it (gemm_lt.h)
 };
-inline constexpr int kCudaScratchBuffers = 15;
+inline constexpr int kCudaScratchBuffers = 16;
 const char* CudaScratchBufferName(CudaScratchBuffer buffer);  // e.g. "rounded_x"
 
 // Every buffer begins at a multiple of this (the sampler wants 256 bytes; cudaMalloc gives 256).
@@ -107,7 +109,8 @@ struct CudaScratchLayout {
 
 // The scratch of a run whose ops stay within `limits`, for a backend with `fp32_gemm`. With
 // fp16/bf16 activations (limits.activations) kRoundedWeight holds the largest weight of another
-// type (limits.rounded_weight_elements) rounded to theirs.
+// type (limits.rounded_weight_elements) rounded to theirs, and kLinearBias the widest bias
+// (limits.linear_out values) in theirs.
 // `sampling_workspace_bytes`: what the sampler's planner asks for `limits.batch` rows of
 // `limits.vocab` logits (cuda_ops::SampleTokensWorkspaceBytes, a CUDA call: CUB sizes its own
 // storage); 0 when limits.batch or vocab is 0.

@@ -5,12 +5,16 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <utility>
+#include <vector>
 
 #include "kernels/cpu/weight_q4.h"
 #include "kernels/kv_q4_format.h"
 #include "src/backend/cuda/cuda_check.h"
 #include "src/backend/cuda/cuda_resources.h"
 #include "src/backend/cuda/gemm.h"
+#include "src/backend/cuda/gemm_lt.h"
+#include "src/backend/cuda/gemm_plans.h"
 #include "src/backend/cuda/median_ms.h"
 #include "src/backend/cuda/ops.h"
 
@@ -56,16 +60,56 @@ void MeasureCopies(const CudaStream& stream, size_t bytes, DeviceRates& r) {
   r.memory_gbps = 2 * r.d2d_gbps;
 }
 
+// Milliseconds of a Linear's fp16 GEMM of `rows` rows over w [n, k] (with a bias when `bias`),
+// as the backend runs it: on cuBLASLt, or on cublasGemmEx where cuBLASLt has no algorithm.
+double LinearGemmMs(const CudaStream& stream, const CublasHandle& handle, LtGemm& lt, int rows,
+                    int n, int k, const void* x, const void* w, const void* bias, void* y) {
+  const GemmOperands operands{x, w, bias, y};
+  const LtGemmKey key =
+      LtGemmKeyOf(rows, n, k, SpanType::kF16, SpanType::kF16, /*relu=*/false, operands);
+  void* workspace = handle.workspace();
+  return MedianMs(stream, 1, 5, [&] {
+    if (!lt.Run(key, operands, workspace, CublasHandle::kDefaultWorkspaceBytes, stream.get())) {
+      GemmNTHalfOut(handle, rows, n, k, ElemType::kF16, x, w, y, n);
+    }
+  });
+}
+
 // fp16 GEMM of `rows` x 4096 x 4096 with fp16 output, as the engine's Linears run on fp16
 // activations (the emulated device's GemmTflops has the same shapes).
-double GemmTflops(const CudaStream& stream, const CublasHandle& handle, int rows) {
+double GemmTflops(const CudaStream& stream, const CublasHandle& handle, LtGemm& lt, int rows) {
   constexpr int kDim = 4096;
   const DeviceBuffer a = Filled(size_t{2} * rows * kDim), b = Filled(size_t{2} * kDim * kDim);
   DeviceBuffer c(size_t{2} * rows * kDim);
-  const double ms = MedianMs(stream, 1, 10, [&] {
-    GemmNTHalfOut(handle, rows, kDim, kDim, ElemType::kF16, a.get(), b.get(), c.get(), kDim);
-  });
+  const double ms =
+      LinearGemmMs(stream, handle, lt, rows, kDim, kDim, a.get(), b.get(), nullptr, c.get());
   return PerSecond(2.0 * rows * kDim * kDim, ms) / 1e12;
+}
+
+// DeviceRates::gemm_tflops_by_rows: a layer's Linears at OPT-30B's widths, rows 1 to 8192.
+std::vector<std::pair<int64_t, double>> GemmCurve(const CudaStream& stream,
+                                                  const CublasHandle& handle, LtGemm& lt) {
+  constexpr int kHidden = 7168, kFfn = 28672, kMaxRows = 8192;
+  struct Shape {
+    int n, k;
+  };
+  const Shape layer[] = {{kHidden, kHidden}, {kHidden, kHidden}, {kHidden, kHidden},
+                         {kHidden, kHidden}, {kFfn, kHidden},    {kHidden, kFfn}};
+  const DeviceBuffer x = Filled(size_t{2} * kMaxRows * kFfn), y(size_t{2} * kMaxRows * kFfn);
+  const DeviceBuffer bias = Filled(size_t{2} * kFfn);
+  std::vector<DeviceBuffer> weights;
+  for (const Shape& s : layer) weights.push_back(Filled(size_t{2} * s.n * s.k));
+  std::vector<std::pair<int64_t, double>> curve;
+  for (int rows = 1; rows <= kMaxRows; rows *= 2) {
+    double ms = 0, flops = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      ms += LinearGemmMs(stream, handle, lt, rows, layer[i].n, layer[i].k, x.get(),
+                         weights[i].get(), bias.get(), y.get());
+      flops += 2.0 * rows * layer[i].n * layer[i].k;
+    }
+    curve.emplace_back(rows, PerSecond(flops, ms) / 1e12);
+  }
+  return curve;
 }
 
 // Decode attention, 32 query heads on 8 KV heads of head_dim 128 at a 4096-token context (the
@@ -155,9 +199,11 @@ std::optional<DeviceRates> MeasureDevice(std::string* why) {
   r.cache_bytes = prop.l2CacheSize;
   const CudaStream stream;
   const CublasHandle handle(stream.get());
+  LtGemm lt;
   MeasureCopies(stream, std::min<size_t>(size_t{256} << 20, free_bytes / 8), r);
-  r.prefill_tflops = GemmTflops(stream, handle, 512);
-  r.decode_tflops = GemmTflops(stream, handle, 16);
+  r.prefill_tflops = GemmTflops(stream, handle, lt, 512);
+  r.decode_tflops = GemmTflops(stream, handle, lt, 16);
+  r.gemm_tflops_by_rows = GemmCurve(stream, handle, lt);
   MeasureDecodeAttention(stream, r);
   r.attention_prefill_tflops = PrefillAttentionTflops(stream);
   r.dequant_gbps = ExpandQ4Gbps(stream);
