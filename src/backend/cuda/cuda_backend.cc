@@ -775,8 +775,6 @@ class CudaBackend final : public Backend {
     return wide;
   }
 
-  // A vector weight of `n` elements as fp32: in place when it is F32, else widened into scratch
-  // slot `slot` (two, so that a weight and a bias can be live at once).
   // y = x w^T (+ bias), then ReLU when relu: the GEMM on ChooseGemm's path; the tensor-core ones
   // on cuBLASLt with the bias and the ReLU in its epilogue (rounded once), the fp32 ones, and any
   // shape cuBLASLt has no algorithm for, on cublasGemmEx with kernels after it.
@@ -847,6 +845,8 @@ class CudaBackend final : public Backend {
     return rounded;
   }
 
+  // A vector weight of `n` elements as fp32: in place when it is F32, else widened into scratch
+  // slot `slot` (two, so that a weight and a bias can be live at once).
   const float* Vector(const DeviceWeight& v, int64_t n, int slot, cudaStream_t s) {
     STRATA_CHECK(v.numel() == n);
     const DeviceTensor t = Elements(v);
