@@ -25,7 +25,8 @@ struct DeviceRates {
   double decode_tflops = 0;      // the same at 16 rows
   // (rows, TFLOPS) for rows 1, 2, 4, ... 8192: a transformer layer's six Linears (q, k, v, out,
   // FFN up and down at OPT-30B's widths, hidden 7168 and FFN 28672: the FlexGen benchmark's
-  // model) with biases, each GEMM of `rows` rows, on the backend's cuBLASLt path.
+  // model), each GEMM of `rows` rows, on the backend's cuBLASLt path (a bias in its epilogue
+  // costs next to nothing; without one the cublasGemmEx fallback times the same work).
   std::vector<std::pair<int64_t, double>> gemm_tflops_by_rows;
   double attention_gbps = 0;     // fp16-cache decode attention, cache bytes read per second
   double attention_q4_gbps = 0;  // 4-bit-cache decode attention

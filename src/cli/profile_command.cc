@@ -83,7 +83,7 @@ void UseDevice(const profile::DeviceRates& d, HardwareSpec& hw) {
   hw.gpu_decode_tflops = d.decode_tflops;
   hw.gpu_gemm_tflops_by_rows.clear();
   for (const auto& [rows, tflops] : d.gemm_tflops_by_rows) {
-    hw.gpu_gemm_tflops_by_rows.push_back({rows, Round4(tflops)});
+    hw.gpu_gemm_tflops_by_rows.push_back({rows, tflops});
   }
   hw.gpu_attention_gbps = d.attention_gbps;
   hw.gpu_attention_q4_gbps = d.attention_q4_gbps;
@@ -193,6 +193,7 @@ int ProfileCommand(const ProfileOptions& o) {
         &hw.cpu_memory_gbps, &hw.cpu_attention_gbps, &hw.cpu_attention_q4_gbps}) {
     *rate = Round4(*rate);
   }
+  for (GemmRate& point : hw.gpu_gemm_tflops_by_rows) point.tflops = Round4(point.tflops);
   Status valid = hw.Validate();
   if (!valid.ok()) {
     std::cerr << "strata profile: a measurement came out unusable: " << valid.message() << "\n";

@@ -60,11 +60,11 @@ void MeasureCopies(const CudaStream& stream, size_t bytes, DeviceRates& r) {
   r.memory_gbps = 2 * r.d2d_gbps;
 }
 
-// Milliseconds of a Linear's fp16 GEMM of `rows` rows over w [n, k] (with a bias when `bias`),
-// as the backend runs it: on cuBLASLt, or on cublasGemmEx where cuBLASLt has no algorithm.
+// Milliseconds of a Linear's fp16 GEMM of `rows` rows over w [n, k], without a bias, as the
+// backend runs it: on cuBLASLt, or on cublasGemmEx where cuBLASLt has no algorithm.
 double LinearGemmMs(const CudaStream& stream, const CublasHandle& handle, LtGemm& lt, int rows,
-                    int n, int k, const void* x, const void* w, const void* bias, void* y) {
-  const GemmOperands operands{x, w, bias, y};
+                    int n, int k, const void* x, const void* w, void* y) {
+  const GemmOperands operands{x, w, nullptr, y};
   const LtGemmKey key =
       LtGemmKeyOf(rows, n, k, SpanType::kF16, SpanType::kF16, /*relu=*/false, operands);
   void* workspace = handle.workspace();
@@ -82,7 +82,7 @@ double GemmTflops(const CudaStream& stream, const CublasHandle& handle, LtGemm& 
   const DeviceBuffer a = Filled(size_t{2} * rows * kDim), b = Filled(size_t{2} * kDim * kDim);
   DeviceBuffer c(size_t{2} * rows * kDim);
   const double ms =
-      LinearGemmMs(stream, handle, lt, rows, kDim, kDim, a.get(), b.get(), nullptr, c.get());
+      LinearGemmMs(stream, handle, lt, rows, kDim, kDim, a.get(), b.get(), c.get());
   return PerSecond(2.0 * rows * kDim * kDim, ms) / 1e12;
 }
 
@@ -96,7 +96,6 @@ std::vector<std::pair<int64_t, double>> GemmCurve(const CudaStream& stream,
   const Shape layer[] = {{kHidden, kHidden}, {kHidden, kHidden}, {kHidden, kHidden},
                          {kHidden, kHidden}, {kFfn, kHidden},    {kHidden, kFfn}};
   const DeviceBuffer x = Filled(size_t{2} * kMaxRows * kFfn), y(size_t{2} * kMaxRows * kFfn);
-  const DeviceBuffer bias = Filled(size_t{2} * kFfn);
   std::vector<DeviceBuffer> weights;
   for (const Shape& s : layer) weights.push_back(Filled(size_t{2} * s.n * s.k));
   std::vector<std::pair<int64_t, double>> curve;
@@ -104,7 +103,7 @@ std::vector<std::pair<int64_t, double>> GemmCurve(const CudaStream& stream,
     double ms = 0, flops = 0;
     for (size_t i = 0; i < weights.size(); ++i) {
       ms += LinearGemmMs(stream, handle, lt, rows, layer[i].n, layer[i].k, x.get(),
-                         weights[i].get(), bias.get(), y.get());
+                         weights[i].get(), y.get());
       flops += 2.0 * rows * layer[i].n * layer[i].k;
     }
     curve.emplace_back(rows, PerSecond(flops, ms) / 1e12);
